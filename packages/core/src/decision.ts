@@ -1,0 +1,97 @@
+/**
+ * Which part of the limiter made a decision: `local` an in-process bucket (`LocalLimiter`),
+ * `lease` tokens already leased from the shared store, `global` a call to the shared store,
+ * `fallback` the limit's failure policy because the store failed, timed out or was skipped.
+ */
+export type DecisionTier = 'local' | 'lease' | 'global' | 'fallback';
+
+/**
+ * What a limit does while its shared store is failing: `open` admits, `closed` denies,
+ * `local` decides from a conservative in-process bucket (leftover leased tokens first).
+ */
+export type FailurePolicy = 'open' | 'closed' | 'local';
+
+/**
+ * The answer to one request. A denial is a resolved value, never a rejected promise, and
+ * every field is a relative duration or a count, so no host's clock skew can leak into it.
+ */
+export interface Decision {
+  /** Whether the request may go ahead. */
+  readonly allowed: boolean;
+  /** Whole tokens left in the tightest limit after this request; never negative. */
+  readonly remaining: number;
+  /** 0 when allowed; else milliseconds until the same request could be admitted (≥ 1). */
+  readonly retryAfterMs: number;
+  /** Milliseconds until the tightest limit is full again. */
+  readonly resetMs: number;
+  /** Capacity of the tightest limit (the `RateLimit-Limit` a server would announce). */
+  readonly limit: number;
+  /** Which tier decided. */
+  readonly tier: DecisionTier;
+  /** The failure policy that decided, when `tier` is `fallback`; else `undefined`. */
+  readonly policy: FailurePolicy | undefined;
+  /** The store failure behind a `fallback` decision; else `undefined`. */
+  readonly error: Error | undefined;
+  /**
+   * True when the limit runs in shadow mode and would have denied this request: `allowed`
+   * is then true (shadow mode never enforces) and the other fields describe the denial.
+   */
+  readonly shadowDenied: boolean;
+}
+
+/**
+ * An admitting decision. The object literal always has the same shape, so the hot path
+ * stays monomorphic.
+ */
+export function allowDecision(
+  remaining: number,
+  resetMs: number,
+  limit: number,
+  tier: DecisionTier,
+  policy?: FailurePolicy,
+  error?: Error,
+): Decision {
+  return {
+    allowed: true,
+    remaining: remaining > 0 ? remaining : 0,
+    retryAfterMs: 0,
+    resetMs,
+    limit,
+    tier,
+    policy,
+    error,
+    shadowDenied: false,
+  };
+}
+
+/** A denying decision; `retryAfterMs` is raised to at least 1 so that denied ⇔ retryAfterMs > 0. */
+export function denyDecision(
+  retryAfterMs: number,
+  remaining: number,
+  resetMs: number,
+  limit: number,
+  tier: DecisionTier,
+  policy?: FailurePolicy,
+  error?: Error,
+): Decision {
+  return {
+    allowed: false,
+    remaining: remaining > 0 ? remaining : 0,
+    retryAfterMs: retryAfterMs >= 1 ? Math.ceil(retryAfterMs) : 1,
+    resetMs,
+    limit,
+    tier,
+    policy,
+    error,
+    shadowDenied: false,
+  };
+}
+
+/**
+ * What a shadow-mode limit returns for `decision`: admitted whatever it says, with
+ * `shadowDenied` telling whether it would have denied.
+ */
+export function shadowOf(decision: Decision): Decision {
+  if (decision.allowed) return decision;
+  return { ...decision, allowed: true, retryAfterMs: 0, shadowDenied: true };
+}

@@ -1,0 +1,111 @@
+/**
+ * Base class of every error tiered-limiter throws or reports. `code` is stable and meant for
+ * programs (`switch (err.code)`); `message` is for people and always names the bad value.
+ */
+export class TieredLimiterError extends Error {
+  /** A stable, machine-readable code such as `ERR_TL_CONFIG`. */
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(`[tiered-limiter] ${message}`, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/**
+ * A limiter or limit was configured with a value it can never work with (a zero capacity, a
+ * NaN rate, a timeout of -1). Thrown at construction, never later; `option` names the field.
+ */
+export class ConfigError extends TieredLimiterError {
+  /** The option that was refused, e.g. `capacity` or `timeoutMs`. */
+  readonly option: string;
+  /** The value that was refused, as given. */
+  readonly value: unknown;
+
+  constructor(option: string, value: unknown, expected: string) {
+    super('ERR_TL_CONFIG', `Expected \`${option}\` to be ${expected}, got ${describe(value)}`);
+    this.option = option;
+    this.value = value;
+  }
+}
+
+/**
+ * A call was made with an argument that is a programming error (a key that is not a string, a
+ * cost of 0.5). Thrown at once from the call; a store failure is never reported this way.
+ */
+export class ArgumentError extends TieredLimiterError {
+  /** The argument that was refused, e.g. `key` or `cost`. */
+  readonly argument: string;
+  /** The value that was refused, as given. */
+  readonly value: unknown;
+
+  constructor(argument: string, value: unknown, expected: string, code = 'ERR_TL_ARGUMENT') {
+    super(code, `Expected \`${argument}\` to be ${expected}, got ${describe(value)}`);
+    this.argument = argument;
+    this.value = value;
+  }
+}
+
+/**
+ * A request asked for more tokens than the smallest capacity among its limits: no amount of
+ * waiting could admit it, so it is refused at once instead of waited on forever.
+ */
+export class CostExceedsCapacityError extends ArgumentError {
+  constructor(cost: number, capacity: number) {
+    super(
+      'cost',
+      cost,
+      `at most the capacity ${capacity} (a larger cost can never be admitted)`,
+      'ERR_TL_COST_EXCEEDS_CAPACITY',
+    );
+  }
+}
+
+/**
+ * The shared store failed, timed out, or was skipped because its circuit breaker is open.
+ * Never thrown into a request: it rides on the `Decision` (`decision.error`) that the limit's
+ * failure policy made, and on the limiter's failure hook.
+ */
+export class StoreError extends TieredLimiterError {
+  constructor(message: string, options?: { cause?: unknown; code?: string }) {
+    super(options?.code ?? 'ERR_TL_STORE', message, options);
+  }
+}
+
+/** The store did not answer within the limiter's `timeoutMs`. Reported, never thrown. */
+export class StoreTimeoutError extends StoreError {
+  /** The timeout that elapsed. */
+  readonly timeoutMs: number;
+
+  constructor(timeoutMs: number) {
+    super(`store call timed out after ${timeoutMs} ms`, { code: 'ERR_TL_STORE_TIMEOUT' });
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** The circuit breaker is open: the store was not asked at all. Reported, never thrown. */
+export class CircuitOpenError extends StoreError {
+  constructor(cause?: unknown) {
+    super('circuit breaker is open: the store is not being called', { code: 'ERR_TL_CIRCUIT_OPEN', cause });
+  }
+}
+
+/** A limiter was used after `close()`. */
+export class ClosedError extends TieredLimiterError {
+  constructor(what: string) {
+    super('ERR_TL_CLOSED', `${what} is closed: create a new one instead of reusing it after close()`);
+  }
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') {
+    return value.length > 60 ? `a string of length ${value.length}` : JSON.stringify(value);
+  }
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean')
+    return String(value);
+  if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
+  if (Array.isArray(value)) return `an array of length ${value.length}`;
+  return `a value of type ${typeof value}`;
+}

@@ -1,0 +1,50 @@
+import { ConfigError } from './errors.js';
+
+/**
+ * Throws a `ConfigError` naming `option` unless `value` is an integer in [min, max].
+ * Used by every constructor so a bad option fails where it is written, not on first use.
+ */
+export function assertInteger(
+  option: string,
+  value: unknown,
+  min = 1,
+  max = Number.MAX_SAFE_INTEGER,
+): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigError(option, value, rangeText('an integer', min, max));
+  }
+  return value;
+}
+
+/** Throws a `ConfigError` naming `option` unless `value` is a finite number in (0, max]. */
+export function assertPositive(option: string, value: unknown, max = Number.MAX_VALUE): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > max) {
+    throw new ConfigError(
+      option,
+      value,
+      max === Number.MAX_VALUE ? 'a finite number above 0' : `a finite number above 0 and at most ${max}`,
+    );
+  }
+  return value;
+}
+
+/** Throws a `ConfigError` naming `option` unless `value` is a finite number in [min, max]. */
+export function assertInRange(option: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) {
+    throw new ConfigError(option, value, `a finite number from ${min} to ${max}`);
+  }
+  return value;
+}
+
+/** Throws a `ConfigError` naming `option` unless `value` is one of `allowed`. */
+export function assertOneOf<T extends string>(option: string, value: unknown, allowed: readonly T[]): T {
+  if (typeof value !== 'string' || !allowed.includes(value as T)) {
+    throw new ConfigError(option, value, `one of ${allowed.map((a) => `'${a}'`).join(', ')}`);
+  }
+  return value as T;
+}
+
+function rangeText(what: string, min: number, max: number): string {
+  if (max === Number.MAX_SAFE_INTEGER) return min === 0 ? `${what} from 0 up` : `${what} from ${min} up`;
+  return `${what} from ${min} to ${max}`;
+}
