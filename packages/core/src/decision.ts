@@ -1,3 +1,5 @@
+import type { StoreError } from './errors.js';
+
 /**
  * Which part of the limiter made a decision: `local` an in-process bucket (`LocalLimiter`),
  * `lease` tokens already leased from the shared store, `global` a call to the shared store,
@@ -31,7 +33,7 @@ export interface Decision {
   /** The failure policy that decided, when `tier` is `fallback`; else `undefined`. */
   readonly policy: FailurePolicy | undefined;
   /** The store failure behind a `fallback` decision; else `undefined`. */
-  readonly error: Error | undefined;
+  readonly error: StoreError | undefined;
   /**
    * True when the limit runs in shadow mode and would have denied this request: `allowed`
    * is then true (shadow mode never enforces) and the other fields describe the denial.
@@ -49,7 +51,7 @@ export function allowDecision(
   limit: number,
   tier: DecisionTier,
   policy?: FailurePolicy,
-  error?: Error,
+  error?: StoreError,
 ): Decision {
   return {
     allowed: true,
@@ -72,7 +74,7 @@ export function denyDecision(
   limit: number,
   tier: DecisionTier,
   policy?: FailurePolicy,
-  error?: Error,
+  error?: StoreError,
 ): Decision {
   return {
     allowed: false,

@@ -1,0 +1,42 @@
+/** How the two-tier limiter sizes a lease request. All counts are tokens. */
+export interface BatchPolicy {
+  /** Smallest batch a refill asks for. */
+  readonly minBatch: number;
+  /** Largest batch a refill asks for. */
+  readonly maxBatch: number;
+  /** Most tokens one instance may ask for at once: its fair share of the capacity. */
+  readonly fairShare: number;
+  /** How long a batch should last at the observed rate, in ms. */
+  readonly horizonMs: number;
+  /** Instances assumed to compete near the limit; a batch asks for at most 1/this of what is left. */
+  readonly competitors: number;
+}
+
+/** What one key's refill needs to know about demand and the global bucket. */
+export interface BatchDemand {
+  /** Tokens spent since the last refill was sent. */
+  readonly used: number;
+  /** Milliseconds since the last refill was sent. */
+  readonly elapsedMs: number;
+  /** Tokens that requests waiting right now need: the batch never asks for less. */
+  readonly pending: number;
+  /** The global bucket's remaining tokens, projected to now (refill since the last reply included). */
+  readonly globalRemaining: number;
+}
+
+/**
+ * Tokens to ask for: what this instance will use within the horizon at its observed rate,
+ * clamped to [minBatch, min(maxBatch, fairShare)], shrunk to a share of what the global
+ * bucket has left (so near the limit batches fall toward single tokens and precision is
+ * highest where it matters), and never below what waiting requests need.
+ */
+export function batchSize(demand: BatchDemand, policy: BatchPolicy): number {
+  const ratePerMs = demand.used / Math.max(demand.elapsedMs, 1);
+  let want = Math.ceil(ratePerMs * policy.horizonMs);
+  if (want < policy.minBatch) want = policy.minBatch;
+  if (want > policy.maxBatch) want = policy.maxBatch;
+  if (want > policy.fairShare) want = policy.fairShare;
+  const share = Math.max(1, Math.ceil(demand.globalRemaining / policy.competitors));
+  if (want > share) want = share;
+  return want > demand.pending ? want : demand.pending;
+}

@@ -1,0 +1,132 @@
+import {
+  allowDecision,
+  assertInteger,
+  assertLimits,
+  assertOneOf,
+  type Clock,
+  ConfigError,
+  type Decision,
+  defineLimit,
+  denyDecision,
+  type FailurePolicy,
+  type LimitSpec,
+  type StoreError,
+  smallestCapacity,
+} from '@tiered-limiter/core';
+import { DEFAULT_CLOSED_RETRY_AFTER_MS } from './guard-defaults.js';
+import { LocalLimiter } from './local-limiter.js';
+
+const POLICIES: readonly FailurePolicy[] = ['open', 'closed', 'local'];
+
+/** How the `local` failure policy sizes its in-process bucket. */
+export interface LocalFallbackOptions {
+  /**
+   * Instances expected to share the limit. Each falls back to the global capacity and rate
+   * divided by this number (capacity rounded down, at least 1), so the fleet as a whole stays
+   * near the global limit while the store is away. Required by `local` unless `limits` is given.
+   */
+  instances?: number;
+  /** The fallback bucket's own limits, replacing the divided ones. */
+  limits?: LimitSpec | readonly LimitSpec[];
+  /**
+   * Keys the fallback bucket tracks at most.
+   * @default 100_000
+   */
+  maxKeys?: number;
+}
+
+/** What `FailurePolicyDecider` needs: the declared policy and how to carry it out. */
+export interface FailurePolicyOptions {
+  /** What the limit does while its store fails: `open`, `closed` or `local`. Required. */
+  failurePolicy: FailurePolicy;
+  /** Sizing of the `local` policy's bucket. */
+  fallback?: LocalFallbackOptions;
+  /**
+   * `retryAfterMs` of a denial by the `closed` policy (or by `local` for a cost it can't hold).
+   * @default 1000
+   */
+  closedRetryAfterMs?: number;
+}
+
+/**
+ * Turns a store failure into the decision the limit declared: admit (`open`), deny
+ * (`closed`), or ask a conservative in-process bucket (`local`). Every decision it makes
+ * has tier `fallback` and carries the policy and the error, so a caller can alert on it.
+ */
+export class FailurePolicyDecider {
+  /** The declared policy. */
+  readonly policy: FailurePolicy;
+  readonly #limit: number;
+  readonly #closedRetryAfterMs: number;
+  readonly #local: LocalLimiter | undefined;
+  readonly #localMaxCost: number;
+
+  constructor(options: FailurePolicyOptions, limits: readonly LimitSpec[], clock: Clock) {
+    this.policy = assertOneOf('failurePolicy', options.failurePolicy, POLICIES);
+    this.#limit = smallestCapacity(limits);
+    this.#closedRetryAfterMs = assertInteger(
+      'closedRetryAfterMs',
+      options.closedRetryAfterMs ?? DEFAULT_CLOSED_RETRY_AFTER_MS,
+      1,
+      86_400_000,
+    );
+    this.#local = this.policy === 'local' ? localFallback(options.fallback, limits, clock) : undefined;
+    this.#localMaxCost = this.#local ? smallestCapacity(this.#local.limits) : 0;
+  }
+
+  /** The limits the `local` policy admits by, or `undefined` for the other policies. */
+  get localLimits(): readonly LimitSpec[] | undefined {
+    return this.#local?.limits;
+  }
+
+  /** The decision for `cost` tokens of `key` while the store fails with `error`. */
+  decide(key: string, cost: number, error: StoreError): Decision {
+    switch (this.policy) {
+      case 'open':
+        return allowDecision(0, 0, this.#limit, 'fallback', 'open', error);
+      case 'closed':
+        return denyDecision(this.#closedRetryAfterMs, 0, 0, this.#limit, 'fallback', 'closed', error);
+      default: {
+        if (cost > this.#localMaxCost) {
+          return denyDecision(this.#closedRetryAfterMs, 0, 0, this.#limit, 'fallback', 'local', error);
+        }
+        const d = this.#local!.tryConsume(key, cost);
+        return d.allowed
+          ? allowDecision(d.remaining, d.resetMs, d.limit, 'fallback', 'local', error)
+          : denyDecision(d.retryAfterMs, d.remaining, d.resetMs, d.limit, 'fallback', 'local', error);
+      }
+    }
+  }
+}
+
+/**
+ * The global limits divided among `instances`: capacity rounded down (at least 1) and rate
+ * divided, so `instances` processes falling back at once admit no more than the global limit.
+ */
+export function divideLimits(limits: readonly LimitSpec[], instances: number): LimitSpec[] {
+  return limits.map((spec) =>
+    defineLimit({
+      name: spec.name,
+      capacity: Math.max(1, Math.floor(spec.capacity / instances)),
+      refillPerSecond: spec.refillPerSecond / instances,
+    }),
+  );
+}
+
+function localFallback(fallback: LocalFallbackOptions | undefined, limits: readonly LimitSpec[], clock: Clock) {
+  const options = fallback ?? {};
+  let local: readonly LimitSpec[];
+  if (options.limits !== undefined) {
+    local = assertLimits('fallback.limits', options.limits);
+  } else if (options.instances !== undefined) {
+    local = divideLimits(limits, assertInteger('fallback.instances', options.instances, 1, 1_000_000));
+  } else {
+    throw new ConfigError(
+      'fallback.instances',
+      undefined,
+      "the number of instances sharing the limit (failurePolicy 'local' divides the limit among them), or give fallback.limits",
+    );
+  }
+  const maxKeys = options.maxKeys;
+  return new LocalLimiter(maxKeys === undefined ? { limits: local, clock } : { limits: local, clock, maxKeys });
+}

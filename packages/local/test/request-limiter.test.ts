@@ -1,0 +1,96 @@
+import { defineLimit, perHour, perSecond } from '@tiered-limiter/core';
+import { MemoryStore, RequestLimiter, type RequestLimiterOptions } from '@tiered-limiter/local';
+import { FakeClock } from '@tiered-limiter/test-harness';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ScriptedStore } from './store-doubles.js';
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+function setup(options: Partial<RequestLimiterOptions> = {}) {
+  const clock = new FakeClock(0);
+  const store = new ScriptedStore(new MemoryStore({ clock }));
+  const limiter = new RequestLimiter({ store, limits: perSecond(10), failurePolicy: 'closed', clock, ...options });
+  return { clock, store, limiter };
+}
+
+describe('RequestLimiter', () => {
+  it('makes one store call per decision and reports it as the global tier', async () => {
+    const { clock, store, limiter } = setup();
+    const decisions = [];
+    for (let i = 0; i < 11; i++) decisions.push(await limiter.consume('k'));
+    expect(decisions.slice(0, 10).every((d) => d.allowed && d.tier === 'global')).toBe(true);
+    expect(decisions[9]).toMatchObject({ remaining: 0, resetMs: 1000, limit: 10 });
+    expect(decisions[10]).toMatchObject({ allowed: false, retryAfterMs: 100, tier: 'global' });
+    expect(store.count('take')).toBe(11);
+    clock.advance(100);
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true });
+    expect(limiter.stats()).toMatchObject({ allowed: 11, denied: 1, storeCalls: 12, storeFailures: 0 });
+  });
+
+  it('checks several limits all-or-nothing', async () => {
+    const { limiter } = setup({ limits: [perSecond(10), perHour(15, { burst: 12 })] });
+    let admitted = 0;
+    for (let i = 0; i < 20; i++) if ((await limiter.consume('k')).allowed) admitted++;
+    expect(admitted).toBe(10);
+  });
+
+  it.each([
+    ['open', true],
+    ['closed', false],
+  ] as const)('fails %s when the store rejects, and reports the failure', async (policy, allowed) => {
+    const { store, limiter } = setup({ failurePolicy: policy });
+    store.mode = 'reject';
+    const seen: unknown[] = [];
+    limiter.on('failure', (e) => seen.push(e));
+    const d = await limiter.consume('k');
+    expect(d).toMatchObject({ allowed, tier: 'fallback', policy });
+    expect(d.error?.cause).toBeInstanceOf(Error);
+    expect(seen).toHaveLength(1);
+  });
+
+  it('bounds the wait by timeoutMs when the store hangs', async () => {
+    vi.useFakeTimers();
+    const { store, limiter } = setup({ failurePolicy: 'open', timeoutMs: 15 });
+    store.mode = 'hang';
+    const pending = limiter.consume('k');
+    await vi.advanceTimersByTimeAsync(15);
+    expect((await pending).error?.code).toBe('ERR_TL_STORE_TIMEOUT');
+  });
+
+  it('stops calling a failing store once the breaker opens, and probes after the cooldown', async () => {
+    const { clock, store, limiter } = setup({ failurePolicy: 'closed', breaker: { failureThreshold: 2, cooldownMs: 100 } });
+    store.mode = 'reject';
+    for (let i = 0; i < 5; i++) await limiter.consume('k');
+    expect(store.count('take')).toBe(2);
+    expect(limiter.degraded).toBe(true);
+    clock.advance(100);
+    store.mode = 'ok';
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true, tier: 'global' });
+    expect(limiter.degraded).toBe(false);
+  });
+
+  it('falls back to a local bucket with the limits it is given', async () => {
+    const { store, limiter } = setup({
+      failurePolicy: 'local',
+      fallback: { limits: defineLimit({ capacity: 3, refillPerSecond: 1 }) },
+    });
+    store.mode = 'reject';
+    const allowed = [];
+    for (let i = 0; i < 5; i++) allowed.push((await limiter.consume('k')).allowed);
+    expect(allowed).toEqual([true, true, true, false, false]);
+  });
+
+  it('throws at once for programmer errors, never for store failures', async () => {
+    const { limiter } = setup();
+    expect(() => limiter.consume(undefined as never)).toThrow(/`key`/);
+    expect(() => limiter.consume('k', 11)).toThrow(/`cost`.*11/);
+    await limiter.close();
+    expect(() => limiter.consume('k')).toThrow(/closed/);
+    expect(() => new RequestLimiter({ store: new MemoryStore(), limits: [], failurePolicy: 'open' })).toThrow(/`limits`/);
+    expect(
+      () => new RequestLimiter({ store: new MemoryStore(), limits: perSecond(1), failurePolicy: 'open', breaker: { cooldownMs: 0 } }),
+    ).toThrow(/`breaker\.cooldownMs`.*got 0/);
+  });
+});

@@ -1,0 +1,85 @@
+import { defineLimit } from '@tiered-limiter/core';
+import { MemoryStore, TieredLimiter } from '@tiered-limiter/local';
+import { FakeClock } from '@tiered-limiter/test-harness';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+const step = fc.record({
+  instance: fc.integer({ min: 0, max: 2 }),
+  key: fc.integer({ min: 0, max: 1 }),
+  cost: fc.integer({ min: 1, max: 3 }),
+  advanceMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 20 }), fc.integer({ min: 50, max: 400 })),
+});
+
+describe('TieredLimiter lease logic (fake clock, in-memory store)', () => {
+  it('admits no token that was not leased, counts none twice, and stays within the fleet bound', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(step, { minLength: 1, maxLength: 120 }),
+        fc.integer({ min: 1, max: 20 }),
+        fc.integer({ min: 1, max: 50 }),
+        async (steps, capacity, ratePerSecond) => {
+          const clock = new FakeClock(0);
+          const store = new MemoryStore({ clock });
+          const limit = defineLimit({ capacity, refillPerSecond: ratePerSecond });
+          const ttlMs = 200;
+          const fleet = [0, 1, 2].map(
+            () =>
+              new TieredLimiter({
+                store,
+                limits: limit,
+                failurePolicy: 'closed',
+                coarseTickMs: 0,
+                clock,
+                // One assumed instance lets a lease take the whole bucket: the hardest case for the bound.
+                instances: 1,
+                lease: { ttlMs },
+              }),
+          );
+          const admitted: { atMs: number; key: number; cost: number }[] = [];
+          const admittedBy = [0, 0, 0];
+          try {
+            for (const s of steps) {
+              if (s.cost > capacity) continue;
+              const limiter = fleet[s.instance]!;
+              const key = `k${s.key}`;
+              const d = limiter.tryConsume(key, s.cost) ?? (await limiter.consume(key, s.cost));
+              expect(d.allowed).toBe(d.retryAfterMs === 0);
+              expect(d.remaining).toBeGreaterThanOrEqual(0);
+              expect(d.tier).not.toBe('fallback');
+              if (d.allowed) {
+                admitted.push({ atMs: clock.now(), key: s.key, cost: s.cost });
+                admittedBy[s.instance]! += s.cost;
+              }
+              await settle();
+              clock.advance(s.advanceMs);
+            }
+            await settle();
+            fleet.forEach((limiter, i) => {
+              const st = limiter.stats();
+              // Conservation: every leased token was spent, is still held, or went back.
+              expect(admittedBy[i]! + st.tokensHeld + st.tokensRefunded).toBe(st.tokensLeased);
+            });
+            // Over any window, per key: capacity + rate × (window + lease TTL).
+            for (const key of [0, 1]) {
+              const events = admitted.filter((a) => a.key === key);
+              for (let i = 0; i < events.length; i++) {
+                let sum = 0;
+                for (let j = i; j < events.length; j++) {
+                  sum += events[j]!.cost;
+                  const windowMs = events[j]!.atMs - events[i]!.atMs;
+                  expect(sum).toBeLessThanOrEqual(capacity + (ratePerSecond * (windowMs + ttlMs)) / 1000 + 1e-9);
+                }
+              }
+            }
+          } finally {
+            await Promise.all(fleet.map((l) => l.close()));
+          }
+        },
+      ),
+      { numRuns: 100 },
+    );
+  });
+});

@@ -1,0 +1,296 @@
+import { defineLimit, perSecond } from '@tiered-limiter/core';
+import { MemoryStore, TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
+import { FakeClock } from '@tiered-limiter/test-harness';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ScriptedStore } from './store-doubles.js';
+
+/** Lets background refills and refunds (promise chains through p-limit) finish. */
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+const open: TieredLimiter[] = [];
+afterEach(async () => {
+  vi.useRealTimers();
+  await Promise.all(open.splice(0).map((l) => l.close()));
+});
+
+function setup(options: Partial<TieredLimiterOptions> = {}) {
+  const clock = new FakeClock(1_000);
+  const memory = new MemoryStore({ clock });
+  const store = new ScriptedStore(memory);
+  const limiter = new TieredLimiter({
+    store,
+    limits: perSecond(100),
+    failurePolicy: 'closed',
+    coarseTickMs: 0,
+    clock,
+    ...options,
+  });
+  open.push(limiter);
+  return { clock, memory, store, limiter };
+}
+
+describe('TieredLimiter leases', () => {
+  it('spends one round trip on a key seen once, like the per-request tier', async () => {
+    const { store, limiter } = setup();
+    expect(limiter.tryConsume('a')).toBeUndefined();
+    const decision = await limiter.consume('a');
+    expect(decision).toMatchObject({ allowed: true, tier: 'global', remaining: 99, limit: 100, retryAfterMs: 0 });
+    expect(store.calls).toEqual([{ method: 'reserve', key: 'a', args: [1, 1] }]);
+  });
+
+  it('admits steady traffic from leases with few round trips', async () => {
+    const { clock, store, limiter } = setup({ limits: perSecond(10_000) });
+    let allowed = 0;
+    for (let i = 0; i < 1000; i++) {
+      const d = limiter.tryConsume('hot') ?? (await limiter.consume('hot'));
+      if (d.allowed) allowed++;
+      clock.advance(1);
+      await settle();
+    }
+    expect(allowed).toBe(1000);
+    expect(store.count('reserve')).toBeLessThanOrEqual(50);
+    expect(limiter.stats().decisions.lease).toBeGreaterThanOrEqual(950);
+  });
+
+  it('refills in the background before the lease runs dry', async () => {
+    const { clock, store, limiter } = setup({ limits: perSecond(10_000) });
+    for (let i = 0; i < 200; i++) {
+      if (!limiter.tryConsume('k')) await limiter.consume('k');
+      clock.advance(1);
+      await settle();
+    }
+    const slow = limiter.stats().decisions.global;
+    // Only the first two requests (a key seen once, then the first batch) wait for the store.
+    expect(slow).toBeLessThanOrEqual(2);
+    expect(store.count('reserve')).toBeGreaterThan(2);
+  });
+
+  it('returns unused tokens when the lease expires', async () => {
+    const { clock, memory, store, limiter } = setup({ lease: { ttlMs: 1000 } });
+    for (let i = 0; i < 20; i++) {
+      if (!limiter.tryConsume('k')) await limiter.consume('k');
+      await settle();
+    }
+    const leased = limiter.stats().tokensLeased;
+    expect(leased).toBeGreaterThan(20);
+    clock.advance(1000);
+    expect(limiter.tryConsume('k')).toBeUndefined();
+    await limiter.consume('k');
+    await settle();
+    const refunds = store.calls.filter((c) => c.method === 'refund');
+    expect(refunds).toHaveLength(1);
+    expect(refunds[0]!.args[0]).toBe(leased - 20);
+    expect(limiter.stats().tokensExpired).toBe(leased - 20);
+    expect(limiter.stats().tokensRefunded).toBe(leased - 20);
+    // 1000 ms of refill at 100/s filled the bucket again, minus what the last request leased.
+    const peek = await memory.peek('k', limiter.limits);
+    expect(peek.remaining).toBeGreaterThanOrEqual(100 - limiter.stats().tokensLeased + leased);
+  });
+
+  it('remembers a denial until the global bucket can have tokens, with no round trip', async () => {
+    const { clock, store, limiter } = setup({ limits: defineLimit({ capacity: 5, refillPerSecond: 1 }) });
+    for (let i = 0; i < 5; i++) expect((await limiter.consume('k')).allowed).toBe(true);
+    const denied = await limiter.consume('k');
+    expect(denied).toMatchObject({ allowed: false, tier: 'global', retryAfterMs: 1000 });
+    const calls = store.calls.length;
+    for (let i = 0; i < 100; i++) {
+      expect(limiter.tryConsume('k')).toMatchObject({ allowed: false, tier: 'lease', retryAfterMs: 1000 });
+    }
+    clock.advance(400);
+    expect(limiter.tryConsume('k')).toMatchObject({ allowed: false, retryAfterMs: 600 });
+    expect(store.calls.length).toBe(calls);
+    clock.advance(600);
+    expect(limiter.tryConsume('k')).toBeUndefined();
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true, tier: 'global' });
+  });
+
+  it('never admits more than the global bucket across instances sharing it', async () => {
+    const clock = new FakeClock(0);
+    const store = new MemoryStore({ clock });
+    const limit = defineLimit({ capacity: 50, refillPerSecond: 10 });
+    const fleet = [1, 2, 3].map(() => {
+      const l = new TieredLimiter({ store, limits: limit, failurePolicy: 'closed', coarseTickMs: 0, clock });
+      open.push(l);
+      return l;
+    });
+    let admitted = 0;
+    for (let i = 0; i < 3000; i++) {
+      const limiter = fleet[i % 3]!;
+      const d = limiter.tryConsume('shared') ?? (await limiter.consume('shared'));
+      if (d.allowed) admitted++;
+      if (i % 3 === 2) clock.advance(1);
+      await settle();
+    }
+    // 1000 ms elapsed: capacity 50 + 10/s × (1 s + the 1 s lease TTL) is the README's bound.
+    expect(admitted).toBeLessThanOrEqual(50 + 10 * 2);
+    expect(admitted).toBeGreaterThanOrEqual(50 + 10 * 1 - 3);
+  });
+
+  it("returns an evicted key's lease", async () => {
+    const { store, limiter } = setup({ maxKeys: 1, limits: perSecond(10_000) });
+    for (let i = 0; i < 5; i++) {
+      if (!limiter.tryConsume('a')) await limiter.consume('a');
+      await settle();
+    }
+    const held = limiter.stats().tokensLeased - 5;
+    expect(held).toBeGreaterThan(0);
+    await limiter.consume('b');
+    await settle();
+    expect(store.calls.filter((c) => c.method === 'refund' && c.key === 'a').map((c) => c.args[0])).toEqual([held]);
+  });
+});
+
+describe('TieredLimiter when the store fails', () => {
+  it('uses leftover lease tokens first, then the declared policy', async () => {
+    const { store, limiter } = setup({ limits: perSecond(10_000), failurePolicy: 'closed' });
+    for (let i = 0; i < 5; i++) {
+      if (!limiter.tryConsume('k')) await limiter.consume('k');
+      await settle();
+    }
+    store.mode = 'reject';
+    const held = limiter.stats().tokensLeased - 5;
+    const tiers: string[] = [];
+    for (let i = 0; i < held + 1; i++) tiers.push((await limiter.consume('k')).tier);
+    expect(tiers.slice(0, held).every((t) => t === 'lease')).toBe(true);
+    const last = await limiter.consume('k');
+    expect(last).toMatchObject({ allowed: false, tier: 'fallback', policy: 'closed', retryAfterMs: 1000 });
+  });
+
+  it.each([
+    ['open', true],
+    ['closed', false],
+  ] as const)('fails %s: decides by the policy, carries the error, never throws', async (policy, allowed) => {
+    const { store, limiter } = setup({ failurePolicy: policy });
+    store.mode = 'reject';
+    const failures: string[] = [];
+    limiter.on('failure', (e) => failures.push(e.code));
+    const d = await limiter.consume('k');
+    expect(d).toMatchObject({ allowed, tier: 'fallback', policy });
+    expect(d.error?.code).toBe('ERR_TL_STORE');
+    expect(failures).toEqual(['ERR_TL_STORE']);
+  });
+
+  it('falls back to the local bucket divided among the declared instances', async () => {
+    const { store, limiter } = setup({ failurePolicy: 'local', instances: 4 });
+    store.mode = 'reject';
+    let admitted = 0;
+    for (let i = 0; i < 100; i++) {
+      const d = await limiter.consume('k');
+      expect(d).toMatchObject({ tier: 'fallback', policy: 'local' });
+      if (d.allowed) admitted++;
+    }
+    expect(admitted).toBe(25);
+  });
+
+  it('opens the breaker, stops calling the store, and recovers by itself', async () => {
+    const { clock, store, limiter } = setup({ failurePolicy: 'open', breaker: { failureThreshold: 3, cooldownMs: 250 } });
+    const events: string[] = [];
+    limiter.on('degraded', () => events.push('degraded'));
+    limiter.on('recovered', () => events.push('recovered'));
+    store.mode = 'reject';
+    for (let i = 0; i < 3; i++) await limiter.consume(`k${i}`);
+    expect(events).toEqual(['degraded']);
+    const calls = store.calls.length;
+    const skipped = await limiter.consume('k9');
+    expect(skipped.error?.code).toBe('ERR_TL_CIRCUIT_OPEN');
+    expect(store.calls.length).toBe(calls);
+    store.mode = 'ok';
+    clock.advance(250);
+    expect(await limiter.consume('k9')).toMatchObject({ allowed: true, tier: 'global' });
+    expect(events).toEqual(['degraded', 'recovered']);
+    expect(limiter.stats().fallbackMs).toBe(250);
+  });
+
+  it('answers within the timeout when the store hangs', async () => {
+    vi.useFakeTimers();
+    const { store, limiter } = setup({ failurePolicy: 'open', timeoutMs: 20 });
+    store.mode = 'hang';
+    const pending = limiter.consume('k');
+    await vi.advanceTimersByTimeAsync(19);
+    let done = false;
+    void pending.then(() => {
+      done = true;
+    });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(done).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    const d = await pending;
+    expect(d).toMatchObject({ allowed: true, tier: 'fallback', policy: 'open' });
+    expect(d.error?.code).toBe('ERR_TL_STORE_TIMEOUT');
+  });
+});
+
+describe('TieredLimiter acquire, shadow mode and lifecycle', () => {
+  it('waits in line until tokens are there, and gives up at maxWaitMs or on abort', async () => {
+    vi.useFakeTimers();
+    const clock = { now: () => Date.now() };
+    const store = new MemoryStore({ clock });
+    const limiter = new TieredLimiter({
+      store,
+      limits: defineLimit({ capacity: 1, refillPerSecond: 10 }),
+      failurePolicy: 'closed',
+      coarseTickMs: 0,
+      clock,
+    });
+    open.push(limiter);
+    const order: number[] = [];
+    const waits = [0, 1, 2].map((i) =>
+      limiter.acquire('k', 1, { maxWaitMs: 1000 }).then((r) => {
+        order.push(i);
+        return r;
+      }),
+    );
+    await vi.advanceTimersByTimeAsync(250);
+    const results = await Promise.all(waits);
+    expect(order).toEqual([0, 1, 2]);
+    expect(results.map((r) => r.reason)).toEqual(['acquired', 'acquired', 'acquired']);
+    expect(results.map((r) => r.waitedMs)).toEqual([0, 100, 200]);
+
+    const impatient = await limiter.acquire('k', 1, { maxWaitMs: 10 });
+    expect(impatient).toMatchObject({ acquired: false, reason: 'timeout' });
+
+    const controller = new AbortController();
+    const aborted = limiter.acquire('k', 1, { signal: controller.signal });
+    await vi.advanceTimersByTimeAsync(5);
+    controller.abort();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(await aborted).toMatchObject({ acquired: false, reason: 'aborted' });
+  });
+
+  it('shadow mode admits what it would deny, and says so', async () => {
+    const { limiter } = setup({ shadow: true, limits: defineLimit({ capacity: 1, refillPerSecond: 1 }) });
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true, shadowDenied: false });
+    const d = await limiter.consume('k');
+    expect(d).toMatchObject({ allowed: true, shadowDenied: true, retryAfterMs: 0 });
+    expect(limiter.stats().denied).toBe(1);
+  });
+
+  it('close() returns leases, and a closed limiter refuses to be used', async () => {
+    const { memory, limiter } = setup({ limits: perSecond(10_000) });
+    for (let i = 0; i < 5; i++) {
+      if (!limiter.tryConsume('k')) await limiter.consume('k');
+      await settle();
+    }
+    expect((await memory.peek('k', limiter.limits)).remaining).toBeLessThan(10_000 - 5);
+    await limiter.close();
+    expect((await memory.peek('k', limiter.limits)).remaining).toBe(10_000 - 5);
+    expect(() => limiter.tryConsume('k')).toThrow(/closed/);
+    expect(() => limiter.consume('k')).toThrow(expect.objectContaining({ code: 'ERR_TL_CLOSED' }));
+  });
+
+  it('refuses bad options and arguments, naming them', () => {
+    const store = new MemoryStore();
+    const base = { store, limits: perSecond(10), failurePolicy: 'open' as const };
+    expect(() => new TieredLimiter({ ...base, lease: { ttlMs: 0 } })).toThrow(/`lease\.ttlMs`.*got 0/);
+    expect(() => new TieredLimiter({ ...base, instances: 1.5 })).toThrow(/`instances`.*1\.5/);
+    expect(() => new TieredLimiter({ ...base, failurePolicy: 'maybe' as never })).toThrow(/`failurePolicy`/);
+    expect(() => new TieredLimiter({ ...base, failurePolicy: 'local' })).toThrow(/fallback\.instances/);
+    expect(() => new TieredLimiter({ ...base, timeoutMs: -1 })).toThrow(/`timeoutMs`.*-1/);
+    expect(() => new TieredLimiter({ ...base, store: {} as never })).toThrow(/`store`/);
+    const limiter = new TieredLimiter(base);
+    open.push(limiter);
+    expect(() => limiter.tryConsume(42 as never)).toThrow(/`key`.*42/);
+    expect(() => limiter.tryConsume('k', 11)).toThrow(expect.objectContaining({ code: 'ERR_TL_COST_EXCEEDS_CAPACITY' }));
+    expect(() => limiter.tryConsume('k', 0.5)).toThrow(/`cost`/);
+  });
+});
