@@ -7,6 +7,7 @@ export default defineConfig({
   resolve: {
     alias: {
       '@tiered-limiter/core': src('./packages/core/src/index.ts'),
+      '@tiered-limiter/http': src('./packages/http/src/index.ts'),
       '@tiered-limiter/local': src('./packages/local/src/index.ts'),
       '@tiered-limiter/redis': src('./packages/redis/src/index.ts'),
       '@tiered-limiter/test-harness': src('./test/src/index.ts'),

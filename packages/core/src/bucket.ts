@@ -46,8 +46,14 @@ export function wholeTokens(tokens: number): number {
 export function msUntilTokens(tokens: number, cost: number, spec: LimitSpec): number {
   const deficit = cost - tokens;
   if (deficit <= TOKEN_EPSILON) return 0;
-  const ms = Math.ceil(deficit / spec.refillPerMs - TOKEN_EPSILON);
-  return ms > 0 ? ms : 1;
+  // The slack is in tokens, so it comes off the deficit before dividing: taken off the quotient
+  // instead it is worth `rate × 1e-9` tokens, a thousandth of a token at 1e9/s, and the wait
+  // came out 1 ms short (a full drain of 1e9 at 999,999,999.999/s said 1000 ms, not 1001).
+  let ms = Math.ceil((deficit - TOKEN_EPSILON) / spec.refillPerMs);
+  if (ms < 1) ms = 1;
+  // The division and the refill's product round separately; check with the refill's own sum.
+  if (!covers(tokens + ms * spec.refillPerMs, cost)) ms += 1;
+  return ms;
 }
 
 /**

@@ -94,7 +94,8 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
       signal?.removeEventListener('abort', onAbort);
       resolve(true);
     }, ms);
-    timer.unref();
+    // Not unref'd, unlike the limiter's own timers: the caller is awaiting this wait, bounded
+    // by maxWaitMs, and a script whose only work is an acquire must not exit in the middle of it.
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

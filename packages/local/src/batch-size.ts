@@ -38,5 +38,5 @@ export function batchSize(demand: BatchDemand, policy: BatchPolicy): number {
   if (want > policy.fairShare) want = policy.fairShare;
   const share = Math.max(1, Math.ceil(demand.globalRemaining / policy.competitors));
   if (want > share) want = share;
-  return want > demand.pending ? want : demand.pending;
+  return Math.max(want, demand.pending);
 }

@@ -113,7 +113,11 @@ export function divideLimits(limits: readonly LimitSpec[], instances: number): L
   );
 }
 
-function localFallback(fallback: LocalFallbackOptions | undefined, limits: readonly LimitSpec[], clock: Clock) {
+function localFallback(
+  fallback: LocalFallbackOptions | undefined,
+  limits: readonly LimitSpec[],
+  clock: Clock,
+) {
   const options = fallback ?? {};
   let local: readonly LimitSpec[];
   if (options.limits !== undefined) {
@@ -128,5 +132,7 @@ function localFallback(fallback: LocalFallbackOptions | undefined, limits: reado
     );
   }
   const maxKeys = options.maxKeys;
-  return new LocalLimiter(maxKeys === undefined ? { limits: local, clock } : { limits: local, clock, maxKeys });
+  return new LocalLimiter(
+    maxKeys === undefined ? { limits: local, clock } : { limits: local, clock, maxKeys },
+  );
 }

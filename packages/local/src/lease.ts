@@ -61,7 +61,8 @@ export function addGrant(lease: Lease, granted: number, expiresAtMs: number): vo
   }
   // A third generation folds into the newer one with the earlier expiry: tokens may be
   // returned early, never kept late.
-  lease.newerExpiresAtMs = lease.newerTokens === 0 ? expiresAtMs : Math.min(lease.newerExpiresAtMs, expiresAtMs);
+  lease.newerExpiresAtMs =
+    lease.newerTokens === 0 ? expiresAtMs : Math.min(lease.newerExpiresAtMs, expiresAtMs);
   lease.newerTokens += granted;
   lease.tokens += granted;
 }

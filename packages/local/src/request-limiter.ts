@@ -4,8 +4,8 @@ import {
   assertCost,
   assertKey,
   assertLimits,
-  ClosedError,
   type Clock,
+  ClosedError,
   ConfigError,
   type Decision,
   denyDecision,
@@ -76,9 +76,14 @@ export class RequestLimiter extends EventEmitter<GuardEvents> {
 
   constructor(options: RequestLimiterOptions) {
     super();
-    if (options === null || typeof options !== 'object') throw new ConfigError('options', options, 'an object');
+    if (options === null || typeof options !== 'object')
+      throw new ConfigError('options', options, 'an object');
     if (options.store === null || typeof options.store?.take !== 'function') {
-      throw new ConfigError('store', options.store, 'a GlobalStore (an object with take, reserve, refund and peek)');
+      throw new ConfigError(
+        'store',
+        options.store,
+        'a GlobalStore (an object with take, reserve, refund and peek)',
+      );
     }
     const clock: Clock = options.clock ?? performance;
     this.#store = options.store;

@@ -40,7 +40,9 @@ export interface StoreGuardOptions {
 }
 
 /** The outcome of a guarded store call: a value, or the failure that the policy must handle. */
-export type GuardResult<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: StoreError };
+export type GuardResult<T> =
+  | { readonly ok: true; readonly value: T }
+  | { readonly ok: false; readonly error: StoreError };
 
 /** The breaker's state: `closed` calls go through, `open` none do, `half-open` one probe does. */
 export type BreakerState = 'closed' | 'open' | 'half-open';
@@ -88,7 +90,12 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
     }
     this.#breakerEnabled = breaker !== false;
     const b = breaker === false ? {} : breaker;
-    this.#threshold = assertInteger('breaker.failureThreshold', b.failureThreshold ?? DEFAULT_FAILURE_THRESHOLD, 1, 1000);
+    this.#threshold = assertInteger(
+      'breaker.failureThreshold',
+      b.failureThreshold ?? DEFAULT_FAILURE_THRESHOLD,
+      1,
+      1000,
+    );
     this.#cooldownMs = assertInteger('breaker.cooldownMs', b.cooldownMs ?? DEFAULT_COOLDOWN_MS, 1, 600_000);
     this.#clock = options.clock ?? performance;
   }
@@ -152,7 +159,9 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        resolve(this.#failed(cause instanceof StoreError ? cause : new StoreError(messageOf(cause), { cause })));
+        resolve(
+          this.#failed(cause instanceof StoreError ? cause : new StoreError(messageOf(cause), { cause })),
+        );
       };
       try {
         call().then(onValue, onError);

@@ -6,8 +6,8 @@ import {
   assertInteger,
   assertKey,
   assertLimits,
-  ClosedError,
   type Clock,
+  ClosedError,
   ConfigError,
   type Decision,
   denyDecision,
@@ -185,9 +185,14 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
 
   constructor(options: TieredLimiterOptions) {
     super();
-    if (options === null || typeof options !== 'object') throw new ConfigError('options', options, 'an object');
+    if (options === null || typeof options !== 'object')
+      throw new ConfigError('options', options, 'an object');
     if (options.store === null || typeof options.store?.reserve !== 'function') {
-      throw new ConfigError('store', options.store, 'a GlobalStore (an object with take, reserve, refund and peek)');
+      throw new ConfigError(
+        'store',
+        options.store,
+        'a GlobalStore (an object with take, reserve, refund and peek)',
+      );
     }
     this.#store = options.store;
     this.#clock = options.clock ?? performance;
@@ -196,7 +201,9 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
     this.#capacity = this.#maxCost;
     this.#slowestRefillPerMs = Math.min(...this.limits.map((l) => l.refillPerMs));
     const instances =
-      options.instances === undefined ? undefined : assertInteger('instances', options.instances, 1, 1_000_000);
+      options.instances === undefined
+        ? undefined
+        : assertInteger('instances', options.instances, 1, 1_000_000);
     const fallback =
       options.failurePolicy === 'local' && instances !== undefined && options.fallback?.limits === undefined
         ? { ...options.fallback, instances: options.fallback?.instances ?? instances }
@@ -235,7 +242,12 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
       this.emit('recovered', info);
     });
     this.#queue = pLimit(
-      assertInteger('maxConcurrentRefills', options.maxConcurrentRefills ?? DEFAULT_MAX_CONCURRENT_REFILLS, 1, 100_000),
+      assertInteger(
+        'maxConcurrentRefills',
+        options.maxConcurrentRefills ?? DEFAULT_MAX_CONCURRENT_REFILLS,
+        1,
+        100_000,
+      ),
     );
     this.#leases = new LRUCache<string, Lease>({
       max: assertInteger('maxKeys', options.maxKeys ?? 100_000, 1, 100_000_000),
@@ -294,7 +306,13 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
     if (now < lease.deniedUntilMs) {
       this.#lease++;
       this.#denied++;
-      const denied = denyDecision(lease.deniedUntilMs - now, lease.tokens, lease.resetMs, lease.limit, 'lease');
+      const denied = denyDecision(
+        lease.deniedUntilMs - now,
+        lease.tokens,
+        lease.resetMs,
+        lease.limit,
+        'lease',
+      );
       return this.#shadow ? shadowOf(denied) : denied;
     }
     return undefined;
@@ -383,12 +401,19 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
         lease.usedSinceRefill += cost;
         promoteIfOlderSpent(lease);
         return this.#count(
-          allowDecision(lease.tokens + lease.globalRemaining, lease.resetMs, lease.limit, attempt === 0 ? 'lease' : 'global'),
+          allowDecision(
+            lease.tokens + lease.globalRemaining,
+            lease.resetMs,
+            lease.limit,
+            attempt === 0 ? 'lease' : 'global',
+          ),
         );
       }
       if (now < lease.deniedUntilMs) {
         const tier = attempt === 0 ? 'lease' : 'global';
-        return this.#count(denyDecision(lease.deniedUntilMs - now, lease.tokens, lease.resetMs, lease.limit, tier));
+        return this.#count(
+          denyDecision(lease.deniedUntilMs - now, lease.tokens, lease.resetMs, lease.limit, tier),
+        );
       }
       const refused = this.#guard.refusal();
       if (refused) return this.#count(this.#policy.decide(key, cost, refused));
@@ -529,4 +554,3 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
     }
   }
 }
-

@@ -11,7 +11,13 @@ afterEach(() => {
 function setup(options: Partial<RequestLimiterOptions> = {}) {
   const clock = new FakeClock(0);
   const store = new ScriptedStore(new MemoryStore({ clock }));
-  const limiter = new RequestLimiter({ store, limits: perSecond(10), failurePolicy: 'closed', clock, ...options });
+  const limiter = new RequestLimiter({
+    store,
+    limits: perSecond(10),
+    failurePolicy: 'closed',
+    clock,
+    ...options,
+  });
   return { clock, store, limiter };
 }
 
@@ -60,7 +66,10 @@ describe('RequestLimiter', () => {
   });
 
   it('stops calling a failing store once the breaker opens, and probes after the cooldown', async () => {
-    const { clock, store, limiter } = setup({ failurePolicy: 'closed', breaker: { failureThreshold: 2, cooldownMs: 100 } });
+    const { clock, store, limiter } = setup({
+      failurePolicy: 'closed',
+      breaker: { failureThreshold: 2, cooldownMs: 100 },
+    });
     store.mode = 'reject';
     for (let i = 0; i < 5; i++) await limiter.consume('k');
     expect(store.count('take')).toBe(2);
@@ -88,9 +97,17 @@ describe('RequestLimiter', () => {
     expect(() => limiter.consume('k', 11)).toThrow(/`cost`.*11/);
     await limiter.close();
     expect(() => limiter.consume('k')).toThrow(/closed/);
-    expect(() => new RequestLimiter({ store: new MemoryStore(), limits: [], failurePolicy: 'open' })).toThrow(/`limits`/);
+    expect(() => new RequestLimiter({ store: new MemoryStore(), limits: [], failurePolicy: 'open' })).toThrow(
+      /`limits`/,
+    );
     expect(
-      () => new RequestLimiter({ store: new MemoryStore(), limits: perSecond(1), failurePolicy: 'open', breaker: { cooldownMs: 0 } }),
+      () =>
+        new RequestLimiter({
+          store: new MemoryStore(),
+          limits: perSecond(1),
+          failurePolicy: 'open',
+          breaker: { cooldownMs: 0 },
+        }),
     ).toThrow(/`breaker\.cooldownMs`.*got 0/);
   });
 });

@@ -31,11 +31,15 @@ export class ScriptedStore implements GlobalStore {
   }
 
   reserve(key: string, limits: readonly LimitSpec[], want: number, min: number): Promise<ReserveReply> {
-    return this.#run({ method: 'reserve', key, args: [want, min] }, () => this.#inner.reserve(key, limits, want, min));
+    return this.#run({ method: 'reserve', key, args: [want, min] }, () =>
+      this.#inner.reserve(key, limits, want, min),
+    );
   }
 
   refund(key: string, limits: readonly LimitSpec[], tokens: number): Promise<BucketReply> {
-    return this.#run({ method: 'refund', key, args: [tokens] }, () => this.#inner.refund(key, limits, tokens));
+    return this.#run({ method: 'refund', key, args: [tokens] }, () =>
+      this.#inner.refund(key, limits, tokens),
+    );
   }
 
   peek(key: string, limits: readonly LimitSpec[]): Promise<BucketReply> {

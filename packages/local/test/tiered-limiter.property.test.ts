@@ -70,7 +70,9 @@ describe('TieredLimiter lease logic (fake clock, in-memory store)', () => {
                 for (let j = i; j < events.length; j++) {
                   sum += events[j]!.cost;
                   const windowMs = events[j]!.atMs - events[i]!.atMs;
-                  expect(sum).toBeLessThanOrEqual(capacity + (ratePerSecond * (windowMs + ttlMs)) / 1000 + 1e-9);
+                  expect(sum).toBeLessThanOrEqual(
+                    capacity + (ratePerSecond * (windowMs + ttlMs)) / 1000 + 1e-9,
+                  );
                 }
               }
             }

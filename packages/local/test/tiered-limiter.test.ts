@@ -34,7 +34,13 @@ describe('TieredLimiter leases', () => {
     const { store, limiter } = setup();
     expect(limiter.tryConsume('a')).toBeUndefined();
     const decision = await limiter.consume('a');
-    expect(decision).toMatchObject({ allowed: true, tier: 'global', remaining: 99, limit: 100, retryAfterMs: 0 });
+    expect(decision).toMatchObject({
+      allowed: true,
+      tier: 'global',
+      remaining: 99,
+      limit: 100,
+      retryAfterMs: 0,
+    });
     expect(store.calls).toEqual([{ method: 'reserve', key: 'a', args: [1, 1] }]);
   });
 
@@ -136,7 +142,9 @@ describe('TieredLimiter leases', () => {
     expect(held).toBeGreaterThan(0);
     await limiter.consume('b');
     await settle();
-    expect(store.calls.filter((c) => c.method === 'refund' && c.key === 'a').map((c) => c.args[0])).toEqual([held]);
+    expect(store.calls.filter((c) => c.method === 'refund' && c.key === 'a').map((c) => c.args[0])).toEqual([
+      held,
+    ]);
   });
 });
 
@@ -183,7 +191,10 @@ describe('TieredLimiter when the store fails', () => {
   });
 
   it('opens the breaker, stops calling the store, and recovers by itself', async () => {
-    const { clock, store, limiter } = setup({ failurePolicy: 'open', breaker: { failureThreshold: 3, cooldownMs: 250 } });
+    const { clock, store, limiter } = setup({
+      failurePolicy: 'open',
+      breaker: { failureThreshold: 3, cooldownMs: 250 },
+    });
     const events: string[] = [];
     limiter.on('degraded', () => events.push('degraded'));
     limiter.on('recovered', () => events.push('recovered'));
@@ -290,7 +301,9 @@ describe('TieredLimiter acquire, shadow mode and lifecycle', () => {
     const limiter = new TieredLimiter(base);
     open.push(limiter);
     expect(() => limiter.tryConsume(42 as never)).toThrow(/`key`.*42/);
-    expect(() => limiter.tryConsume('k', 11)).toThrow(expect.objectContaining({ code: 'ERR_TL_COST_EXCEEDS_CAPACITY' }));
+    expect(() => limiter.tryConsume('k', 11)).toThrow(
+      expect.objectContaining({ code: 'ERR_TL_COST_EXCEEDS_CAPACITY' }),
+    );
     expect(() => limiter.tryConsume('k', 0.5)).toThrow(/`cost`/);
   });
 });

@@ -1,0 +1,99 @@
+import { createHash } from 'node:crypto';
+import { ConfigError, type LimitSpec } from '@tiered-limiter/core';
+
+/** What every key of a `RedisStore` starts with unless its `prefix` option says otherwise. */
+export const DEFAULT_PREFIX = 'tl';
+
+/** Longest user key, once escaped, kept readable in a Redis key; a longer one is hashed. */
+export const MAX_TAG_LENGTH = 128;
+
+/**
+ * Milliseconds a bucket's key outlives the moment its bucket would be full. The scripts set
+ * `PEXPIRE` to the time until full plus this margin (`TTL_MARGIN_MS` in `lua/*.lua`, kept equal
+ * by a test).
+ *
+ * Why a margin at all: expiring early is the one harm (the bucket jumps to full, a gift of at
+ * most the shortfall × the rate in tokens); expiring late only costs memory. Inside a script,
+ * Redis 7 counts `PEXPIRE` from the script's start, a little before the script read `TIME`, so
+ * an exact TTL could fire a few µs early; on a loaded host, ms. Rounding the time up to whole
+ * ms covers part of that, the margin the rest.
+ *
+ * Why 50 ms, not 1 s or 10 %: resident keys grow with their lifetime. 50 ms adds at most 5 %
+ * to any limit that takes 1 s or more to fill; a fixed second would double the keys of a
+ * per-second limit, and 10 % would keep an hourly limit's keys 6 minutes longer.
+ */
+export const KEY_TTL_MARGIN_MS = 50;
+
+const PREFIX_PATTERN = /^[A-Za-z0-9_.:/-]{1,64}$/;
+
+/**
+ * Printable ASCII (`!` to `~`) except `%` (the escape), `:` (ends the tag in a key), `{` and
+ * `}` (Cluster's hash-tag braces): a user key made only of these, 1 to 128 of them, is its own tag.
+ */
+const PLAIN_TAG = /^[\x21-\x24\x26-\x39\x3B-\x7A\x7C\x7E]{1,128}$/;
+const PLAIN_CHAR = /[\x21-\x24\x26-\x39\x3B-\x7A\x7C\x7E]/;
+/** Marks a hashed tag. Escaping never writes `%#` (a `%` it writes is followed by hex or `u`). */
+const HASHED_MARK = '%#';
+
+/**
+ * Checks a store's key prefix: 1 to 64 of `A-Z a-z 0-9 _ . : / -`. No braces, so the user's tag
+ * is the first `{…}` of every key and alone decides its Cluster slot.
+ */
+export function assertPrefix(prefix: unknown): string {
+  if (typeof prefix !== 'string' || !PREFIX_PATTERN.test(prefix)) {
+    throw new ConfigError('prefix', prefix, '1 to 64 characters of A-Z, a-z, 0-9, _, ., :, / or -');
+  }
+  return prefix;
+}
+
+/**
+ * The hash tag a user key becomes: the part between braces in its Redis keys. It is
+ * - the key itself, when that is 1 to 128 printable ASCII characters other than `{ } : %`;
+ * - else the key escaped, when that is 1 to 128 characters: each other UTF-16 code unit below
+ *   0x100 as `%XX`, any other as `%uXXXX` (so `a:b` becomes `a%3Ab`, `{x}` becomes `%7Bx%7D`);
+ * - else (the empty key, or a long one) `%#` and the base64url SHA-256 of the key's UTF-16
+ *   code units: 45 characters.
+ *
+ * So a user key can neither pick the Cluster slot (no braces) nor reach past its tag (no `:`),
+ * and two different keys never share a tag: escaping can be undone, and a hashed tag starts with
+ * `%#`, which escaping never writes. The tag is pure ASCII, so even a lone surrogate survives the
+ * trip to Redis (UTF-8 would turn every lone surrogate into the same U+FFFD).
+ */
+export function keyTag(key: string): string {
+  if (PLAIN_TAG.test(key)) return key;
+  if (key.length > 0 && key.length <= MAX_TAG_LENGTH) {
+    const escaped = escapeKey(key);
+    if (escaped.length <= MAX_TAG_LENGTH) return escaped;
+  }
+  return HASHED_MARK + createHash('sha256').update(key, 'utf16le').digest('base64url');
+}
+
+/** The Redis key of one limit's bucket: `prefix:{tag}:limitName`. */
+export function bucketKey(prefix: string, key: string, limitName: string): string {
+  return `${prefix}:{${keyTag(key)}}:${limitName}`;
+}
+
+/** The Redis keys of every limit of `key`, in the order of `limits`; all in one Cluster slot. */
+export function bucketKeys(prefix: string, key: string, limits: readonly LimitSpec[]): string[] {
+  const head = `${prefix}:{${keyTag(key)}}:`;
+  const keys = new Array<string>(limits.length);
+  for (let i = 0; i < limits.length; i++) keys[i] = head + limits[i]!.name;
+  return keys;
+}
+
+function escapeKey(key: string): string {
+  let out = '';
+  for (let i = 0; i < key.length; i++) {
+    const char = key[i]!;
+    if (PLAIN_CHAR.test(char)) {
+      out += char;
+      continue;
+    }
+    const code = key.charCodeAt(i);
+    out +=
+      code < 0x100
+        ? `%${code.toString(16).toUpperCase().padStart(2, '0')}`
+        : `%u${code.toString(16).toUpperCase().padStart(4, '0')}`;
+  }
+  return out;
+}

@@ -1,0 +1,199 @@
+/**
+ * RedisStore on a real three-master Redis Cluster: one slot per user, several limits per call,
+ * a slot migrated under a live client, and a hammer across the cluster.
+ */
+import { defineLimit, StoreError } from '@tiered-limiter/core';
+import { bucketKeys, keyTag, RedisStore, recommendedClusterOptions } from '@tiered-limiter/redis';
+import {
+  type ClusterNode,
+  type RedisCluster,
+  startCluster,
+  uniquePrefix,
+  whenReady,
+} from '@tiered-limiter/test-harness';
+import type { Cluster, ClusterOptions, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+let cluster: RedisCluster;
+let client: Cluster;
+let admin: Redis;
+
+beforeAll(async () => {
+  cluster = await startCluster({ masters: 3 });
+  client = cluster.cluster(recommendedClusterOptions);
+  admin = cluster.nodeClient(cluster.nodes[0]!);
+  await Promise.all([whenReady(client), whenReady(admin)]);
+});
+
+afterAll(() => cluster.stop());
+
+const perSecond = defineLimit({ capacity: 10, refillPerSecond: 10, name: 'per-second' });
+const perHour = defineLimit({ capacity: 15, refillPerSecond: 15 / 3600, name: 'per-hour' });
+const slow = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'slow' });
+
+async function keySlot(key: string): Promise<number> {
+  return Number(await admin.call('CLUSTER', 'KEYSLOT', key));
+}
+
+/** The master that serves `slot`, from CLUSTER SLOTS. */
+async function ownerOf(slot: number): Promise<ClusterNode> {
+  const ranges = (await admin.call('CLUSTER', 'SLOTS')) as [number, number, [string, number, string]][];
+  const range = ranges.find(([from, to]) => from <= slot && slot <= to)!;
+  return cluster.nodes.find((node) => node.id === range[2][2])!;
+}
+
+describe('keys', () => {
+  it('puts every limit of one user in one slot: the slot of the user’s tag', async () => {
+    const prefix = uniquePrefix('slot');
+    for (const user of ['user:42', '{evil}', 'a}b{c', '', '😀', 'x'.repeat(10_000), 'plain']) {
+      const keys = bucketKeys(prefix, user, [perSecond, perHour, slow]);
+      const slots = await Promise.all(keys.map(keySlot));
+      expect(new Set(slots).size).toBe(1);
+      expect(slots[0]).toBe(await keySlot(keyTag(user)));
+    }
+  });
+
+  it('spreads users over the masters', async () => {
+    const prefix = uniquePrefix('spread');
+    const owners = new Set<string>();
+    for (let i = 0; i < 60; i++) {
+      owners.add((await ownerOf(await keySlot(bucketKeys(prefix, `user-${i}`, [slow])[0]!))).id);
+    }
+    expect(owners.size).toBe(3);
+  });
+});
+
+describe('calls across the cluster', () => {
+  it('takes from several limits all or nothing, for users on every master', async () => {
+    const store = new RedisStore({ redis: client, prefix: uniquePrefix('multi') });
+    const users = Array.from({ length: 30 }, (_, i) => `user-${i}`);
+    for (const user of users) {
+      // `slow` (10) is the tighter of the two: it is the one reported.
+      for (const remaining of [9, 8, 7]) {
+        expect(await store.take(user, [perHour, slow], 1)).toMatchObject({
+          allowed: true,
+          remaining,
+          limit: 10,
+        });
+      }
+    }
+    const user = users[0]!;
+    expect(await store.take(user, [perHour, slow], 7)).toMatchObject({
+      allowed: true,
+      remaining: 0,
+      limit: 10,
+    });
+    expect(await store.take(user, [perHour, slow], 1)).toMatchObject({
+      allowed: false,
+      remaining: 0,
+      limit: 10,
+    });
+    expect(await store.peek(user, [perHour])).toMatchObject({ remaining: 5, limit: 15 });
+    expect(await store.reserve(user, [perHour], 8, 1)).toMatchObject({ granted: 5, remaining: 0 });
+    expect(await store.refund(user, [perHour, slow], 2)).toMatchObject({ remaining: 2, limit: 15 });
+  });
+
+  it('admits exactly the capacity to 4 cluster clients hammering one bucket', async () => {
+    const limit = defineLimit({ capacity: 500, refillPerSecond: 0.001, name: 'hammer' });
+    const prefix = uniquePrefix('hammer');
+    const clients = Array.from({ length: 4 }, () => cluster.cluster(recommendedClusterOptions));
+    await Promise.all(clients.map((c) => whenReady(c)));
+    let admitted = 0;
+    await Promise.all(
+      clients.map(async (redis) => {
+        const store = new RedisStore({ redis, prefix });
+        for (let sent = 0; sent < 200; sent += 4) {
+          const replies = await Promise.all(Array.from({ length: 4 }, () => store.take('hot', [limit], 1)));
+          admitted += replies.filter((r) => r.allowed).length;
+        }
+      }),
+    );
+    expect(admitted).toBe(500);
+  });
+});
+
+describe('a slot migrated while a client holds the old slot map', () => {
+  it('follows the MOVED redirection to the new owner, with the bucket’s state moved along', async () => {
+    const store = new RedisStore({ redis: client, prefix: uniquePrefix('moved') });
+    const user = 'migrating-user';
+    const limits = [perHour, slow];
+    expect(await store.take(user, limits, 1)).toMatchObject({ allowed: true, remaining: 9 });
+
+    const keys = bucketKeys(store.prefix, user, limits);
+    const slot = await keySlot(keys[0]!);
+    const source = await ownerOf(slot);
+    const target = cluster.nodes.find((node) => node.id !== source.id)!;
+    expect(client.slots[slot]?.[0]).toBe(`${source.host}:${source.port}`);
+
+    const from = cluster.nodeClient(source);
+    const to = cluster.nodeClient(target);
+    await to.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', source.id);
+    await from.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', target.id);
+    const moving = (await from.call('CLUSTER', 'GETKEYSINSLOT', slot, 100)) as string[];
+    expect([...moving].sort()).toEqual([...keys].sort());
+    await from.call('MIGRATE', target.host, target.port, '', 0, 5000, 'KEYS', ...moving);
+    for (const node of [target, source, ...cluster.nodes.filter((n) => n !== target && n !== source)]) {
+      await cluster.nodeClient(node).call('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
+    }
+    const movedBefore = await movedErrors(from);
+
+    // The client still maps the slot to the source: the source answers MOVED, ioredis follows.
+    expect(await store.take(user, limits, 1)).toMatchObject({ allowed: true, remaining: 8 });
+    expect(await movedErrors(from)).toBeGreaterThan(movedBefore);
+    expect(client.slots[slot]?.[0]).toBe(`${target.host}:${target.port}`);
+    expect(await to.exists(...keys)).toBe(2);
+    expect(await from.call('CLUSTER', 'COUNTKEYSINSLOT', slot)).toBe(0);
+    expect(await store.peek(user, limits)).toMatchObject({ remaining: 8, limit: 10 });
+  });
+});
+
+describe('a node connection that drops with a take in flight', () => {
+  /** Sends a take, cuts its node's socket under it at once; reports the outcome and tokens taken. */
+  async function cutDuringTake(options: ClusterOptions) {
+    const redis = cluster.cluster(options);
+    await whenReady(redis);
+    const store = new RedisStore({ redis, prefix: uniquePrefix('cut') });
+    await store.peek('k', [slow]); // loads the script on the node's connection
+    const owner = await ownerOf(await keySlot(bucketKeys(store.prefix, 'k', [slow])[0]!));
+    const node = redis.nodes('master').find((n) => n.options.port === owner.port)!;
+    const pending = store.take('k', [slow], 1).then(
+      (reply) => ({ reply, error: undefined }),
+      (error: unknown) => ({ reply: undefined, error }),
+    );
+    (node as unknown as { stream: { destroy(): void } }).stream.destroy();
+    const outcome = await pending;
+    await new Promise((resolve) => setTimeout(resolve, 300)); // past any retry ioredis would make
+    const taken = 10 - (await store.peek('k', [slow])).remaining;
+    redis.disconnect();
+    return { ...outcome, taken };
+  }
+
+  it('is never sent again with recommendedClusterOptions (it fails and the limiter decides)', async () => {
+    for (let round = 0; round < 3; round++) {
+      const { reply, error, taken } = await cutDuringTake(recommendedClusterOptions);
+      expect(reply).toBeUndefined();
+      expect(error).toBeInstanceOf(StoreError);
+      expect(taken).toBeLessThanOrEqual(1);
+    }
+  });
+
+  it('is sent again, and counted twice, with ioredis’ default retryDelayOnFailover (100 ms)', async () => {
+    let counts: number[] = [];
+    for (let round = 0; round < 5 && !counts.includes(2); round++) {
+      const { reply, taken } = await cutDuringTake({
+        ...recommendedClusterOptions,
+        retryDelayOnFailover: 100,
+      });
+      expect(reply?.allowed).toBe(true);
+      counts = [...counts, taken];
+    }
+    expect(counts).toContain(2);
+  });
+});
+
+/** `errorstat_MOVED:count` of a node (Redis 7 keeps error statistics). */
+async function movedErrors(node: Redis): Promise<number> {
+  const info = await node.info('errorstats');
+  const match = /errorstat_MOVED:count=(\d+)/.exec(info);
+  return match ? Number(match[1]) : 0;
+}

@@ -1,0 +1,282 @@
+/**
+ * RedisStore on a real Redis server: construction, failures, the clock, key expiry, script
+ * reloading, what a dropped connection does, and what one key costs in memory.
+ */
+import { ConfigError, defineLimit, perSecond, StoreError } from '@tiered-limiter/core';
+import {
+  bucketKey,
+  bucketKeys,
+  KEY_TTL_MARGIN_MS,
+  RedisStore,
+  recommendedRedisOptions,
+  recommendedRetryStrategy,
+} from '@tiered-limiter/redis';
+import {
+  freePort,
+  type RedisServer,
+  sleepAtLeast,
+  startRedis,
+  stopwatch,
+  uniquePrefix,
+  whenReady,
+} from '@tiered-limiter/test-harness';
+import { Redis, type RedisOptions } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+
+let server: RedisServer;
+let redis: Redis;
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = server.client(recommendedRedisOptions);
+  await whenReady(redis);
+});
+
+afterAll(() => server.stop());
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+const slow = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'slow' });
+
+/** `cmdstat_<command>:calls` from INFO commandstats (0 if never called). */
+async function calls(client: Redis, command: string): Promise<number> {
+  const info = await client.info('commandstats');
+  const match = new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info);
+  return match ? Number(match[1]) : 0;
+}
+
+describe('construction', () => {
+  it('refuses a bad prefix or something that is not an ioredis client, naming the option', () => {
+    for (const prefix of ['', 'a{b}', 'x'.repeat(65), 42]) {
+      expect(() => new RedisStore({ redis, prefix: prefix as string })).toThrow(ConfigError);
+    }
+    expect(() => new RedisStore({ redis, prefix: 'a{b}' })).toThrow(/`prefix`/);
+    for (const client of [undefined, null, {}, 'redis://localhost']) {
+      expect(() => new RedisStore({ redis: client as unknown as Redis })).toThrow(
+        /Expected `redis` to be an ioredis/,
+      );
+    }
+    expect(() => new RedisStore(undefined as never)).toThrow(ConfigError);
+  });
+
+  it('uses the prefix `tl` by default: `tl:{tag}:limitName`', async () => {
+    const store = new RedisStore({ redis });
+    expect(store.prefix).toBe('tl');
+    const user = `${uniquePrefix('default')}:user`;
+    await store.take(user, [slow], 1);
+    expect(await redis.exists(`tl:{${user.replaceAll(':', '%3A')}}:slow`)).toBe(1);
+    await redis.del(bucketKey('tl', user, 'slow'));
+  });
+});
+
+describe('failures', () => {
+  it('rejects with a StoreError carrying the ioredis error when Redis cannot be reached', async () => {
+    const port = await freePort();
+    const away = new Redis({ ...recommendedRedisOptions, port, host: '127.0.0.1', lazyConnect: true });
+    away.on('error', () => {});
+    const store = new RedisStore({ redis: away });
+    const error = await store.take('k', [slow], 1).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StoreError);
+    expect(error).toMatchObject({
+      code: 'ERR_TL_STORE',
+      message: expect.stringMatching(/redis take failed/),
+    });
+    expect((error as StoreError).cause).toBeInstanceOf(Error);
+    away.disconnect();
+  });
+
+  it('rejects with a StoreError when a key holds something that is not a bucket', async () => {
+    const store = new RedisStore({ redis, prefix: uniquePrefix('wrongtype') });
+    await redis.set(bucketKey(store.prefix, 'k', 'slow'), 'not a hash');
+    await expect(store.take('k', [slow], 1)).rejects.toThrow(/redis take failed: WRONGTYPE/);
+    await expect(store.peek('k', [slow])).rejects.toBeInstanceOf(StoreError);
+  });
+
+  it('parses replies from a client with `stringNumbers`', async () => {
+    const strings = server.client({ stringNumbers: true });
+    const store = new RedisStore({ redis: strings, prefix: uniquePrefix('strings') });
+    expect(await store.take('k', [slow], 3)).toMatchObject({ allowed: true, remaining: 7, limit: 10 });
+    expect(await store.reserve('k', [slow], 2, 1)).toMatchObject({ granted: 2, remaining: 5 });
+  });
+});
+
+describe('the clock', () => {
+  it('is Redis’s TIME: a client whose clock is hours off gets the same replies', async () => {
+    const store = new RedisStore({ redis, prefix: uniquePrefix('clock') });
+    const limit = perSecond(10);
+    const key = bucketKey(store.prefix, 'k', limit.name);
+    const real = Date.now();
+    const clock = stopwatch();
+    vi.useFakeTimers({ toFake: ['Date'] });
+
+    vi.setSystemTime(real + 5 * 3_600_000);
+    expect(await store.take('k', [limit], 1)).toEqual({
+      allowed: true,
+      remaining: 9,
+      retryAfterMs: 0,
+      resetMs: 100,
+      limit: 10,
+    });
+    const [seconds, micros] = await redis.time();
+    const serverMs = Number(seconds) * 1000 + Number(micros) / 1000;
+    const storedMs = Number(await redis.hget(key, 'ts')) / 1000;
+    expect(Math.abs(storedMs - serverMs)).toBeLessThan(5_000);
+    expect(Math.abs(storedMs - Date.now())).toBeGreaterThan(4 * 3_600_000);
+
+    vi.setSystemTime(real - 3 * 3_600_000);
+    const second = await store.take('k', [limit], 1);
+    expect(second).toMatchObject({ allowed: true, remaining: 8, retryAfterMs: 0 });
+    // 2 tokens short of full: 200 ms, less what passed since the first take.
+    expect(second.resetMs).toBeLessThanOrEqual(200);
+    expect(second.resetMs).toBeGreaterThanOrEqual(200 - clock());
+  });
+});
+
+describe('key expiry', () => {
+  // 10 tokens, 50 per second: an empty bucket is full again in 200 ms.
+  const fast = defineLimit({ capacity: 10, refillPerSecond: 50, name: 'fast' });
+
+  it('keeps the key while the bucket drains, with PTTL ≤ time until full + margin', async () => {
+    const store = new RedisStore({ redis, prefix: uniquePrefix('ttl') });
+    const key = bucketKey(store.prefix, 'k', fast.name);
+    for (const cost of [5, 3, 2]) {
+      const clock = stopwatch();
+      const reply = await store.take('k', [fast], cost);
+      const ttl = await redis.pttl(key);
+      const elapsed = clock();
+      expect(reply.allowed).toBe(true);
+      expect(ttl).toBeLessThanOrEqual(reply.resetMs + KEY_TTL_MARGIN_MS);
+      // Never shorter than the time until full, less what passed between the take and PTTL.
+      expect(ttl).toBeGreaterThanOrEqual(reply.resetMs + KEY_TTL_MARGIN_MS - elapsed - 1);
+      expect(await redis.exists(key)).toBe(1);
+    }
+  });
+
+  it('lets the key expire once the bucket would be full', async () => {
+    const store = new RedisStore({ redis, prefix: uniquePrefix('ttl') });
+    const key = bucketKey(store.prefix, 'k', fast.name);
+    const reply = await store.take('k', [fast], 10);
+    expect(reply).toMatchObject({ remaining: 0, resetMs: 200 });
+    expect(await redis.exists(key)).toBe(1);
+    await sleepAtLeast(reply.resetMs + KEY_TTL_MARGIN_MS + 20);
+    expect(await redis.exists(key)).toBe(0);
+    expect(await store.peek('k', [fast])).toEqual({ remaining: 10, resetMs: 0, limit: 10 });
+  });
+
+  it('deletes the key at once when a refund fills the bucket, and sets each limit’s own TTL', async () => {
+    const store = new RedisStore({ redis, prefix: uniquePrefix('ttl') });
+    const [fastKey, slowKey] = bucketKeys(store.prefix, 'k', [fast, slow]);
+    await store.take('k', [fast, slow], 2);
+    expect(await redis.pttl(fastKey!)).toBeLessThanOrEqual(40 + KEY_TTL_MARGIN_MS);
+    expect(await redis.pttl(slowKey!)).toBeGreaterThan(2_000_000 - 1000);
+    await sleepAtLeast(30); // `fast` refills 1.5 tokens or more: 9.5 of 10; `slow` still 8
+    await store.refund('k', [fast, slow], 1);
+    expect(await redis.exists(fastKey!)).toBe(0);
+    expect(await redis.exists(slowKey!)).toBe(1);
+    await store.refund('k', [fast, slow], 1);
+    expect(await redis.exists(slowKey!)).toBe(0);
+  });
+});
+
+describe('script loading', () => {
+  it('goes out as EVALSHA, and recovers by itself after SCRIPT FLUSH (NOSCRIPT)', async () => {
+    const client = server.client(recommendedRedisOptions);
+    await whenReady(client);
+    const store = new RedisStore({ redis: client, prefix: uniquePrefix('flush') });
+    const evalshaBefore = await calls(redis, 'evalsha');
+    for (let i = 0; i < 20; i++) await store.take(`k${i}`, [slow], 1);
+    // ioredis sends the first call on a connection as EVAL, then EVALSHA.
+    expect((await calls(redis, 'evalsha')) - evalshaBefore).toBeGreaterThanOrEqual(19);
+
+    await redis.script('FLUSH');
+    expect(await redis.script('EXISTS', '0'.repeat(40))).toEqual([0]);
+    const evalBefore = await calls(redis, 'eval');
+    expect(await store.take('k0', [slow], 1)).toMatchObject({ allowed: true, remaining: 8 });
+    expect((await calls(redis, 'eval')) - evalBefore).toBeGreaterThanOrEqual(1);
+
+    const evalshaAfterFlush = await calls(redis, 'evalsha');
+    for (let i = 0; i < 5; i++) await store.take('k1', [slow], 1);
+    expect((await calls(redis, 'evalsha')) - evalshaAfterFlush).toBeGreaterThanOrEqual(5);
+    expect((await store.peek('k1', [slow])).remaining).toBe(4);
+  });
+});
+
+describe('a connection that drops with a take in flight', () => {
+  /** Sends a take, cuts the socket under it at once, and reports the reply (or error) and tokens taken. */
+  async function cutDuringTake(options: RedisOptions) {
+    const client = server.client({ ...options, retryStrategy: () => 20 });
+    await whenReady(client);
+    const store = new RedisStore({ redis: client, prefix: uniquePrefix('cut') });
+    await store.peek('k', [slow]); // loads the script on this connection
+    const pending = store.take('k', [slow], 1).then(
+      (reply) => ({ reply, error: undefined }),
+      (error: unknown) => ({ reply: undefined, error }),
+    );
+    (client as unknown as { stream: { destroy(): void } }).stream.destroy();
+    const outcome = await pending;
+    await whenReady(client);
+    const taken = 10 - (await store.peek('k', [slow])).remaining;
+    return { ...outcome, taken };
+  }
+
+  it('is never sent twice with the recommended options (it fails and the limiter decides)', async () => {
+    for (let round = 0; round < 3; round++) {
+      const { reply, error, taken } = await cutDuringTake(recommendedRedisOptions);
+      expect(reply).toBeUndefined();
+      expect(error).toBeInstanceOf(StoreError);
+      expect(taken).toBeLessThanOrEqual(1);
+    }
+  });
+
+  it('is sent twice, and counted twice, with ioredis’ defaults (why the options matter)', async () => {
+    let counts: number[] = [];
+    for (let round = 0; round < 5 && !counts.includes(2); round++) {
+      const { reply, taken } = await cutDuringTake({});
+      expect(reply?.allowed).toBe(true);
+      counts = [...counts, taken];
+    }
+    expect(counts).toContain(2);
+  });
+});
+
+describe('recommended options', () => {
+  it('never queue, never resend, fail fast, and reconnect with a bounded back-off', () => {
+    expect(recommendedRedisOptions).toMatchObject({
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      enableAutoPipelining: false,
+      connectTimeout: 1000,
+    });
+    expect([1, 2, 3, 4, 5, 6, 7, 100, 10_000].map(recommendedRetryStrategy)).toEqual([
+      50, 100, 200, 400, 800, 1000, 1000, 1000, 1000,
+    ]);
+    expect(Object.isFrozen(recommendedRedisOptions)).toBe(true);
+  });
+});
+
+describe('memory', () => {
+  it('reports what one bucket key takes in Redis (MEMORY USAGE)', async () => {
+    const store = new RedisStore({ redis, prefix: 'tl' });
+    const user = `memory-${uniquePrefix('m')}`;
+    const limits = [
+      perSecond(10),
+      defineLimit({ capacity: 1000, refillPerSecond: 1000 / 3600, name: '1000ph' }),
+    ];
+    await store.take(user, limits, 1);
+    const keys = bucketKeys('tl', user, limits);
+    const bytes = await Promise.all(keys.map((key) => redis.memory('USAGE', key, 'SAMPLES', '0')));
+    const encoding = await redis.object('ENCODING', keys[0]!);
+    console.log(
+      `MEMORY USAGE of one bucket key (${keys[0]!.length}-byte name, ${encoding}): ${bytes[0]} bytes; ` +
+        `a user with two limits: ${bytes.reduce((a, b) => Number(a) + Number(b), 0)} bytes`,
+    );
+    for (const b of bytes) {
+      expect(Number(b)).toBeGreaterThan(0);
+      expect(Number(b)).toBeLessThan(256);
+    }
+    await redis.del(...keys);
+  });
+});

@@ -1,0 +1,158 @@
+import { execFile } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
+import { ClientSet } from './clients.js';
+import {
+  findBinary,
+  LOOPBACK,
+  makeTempDir,
+  portIsFree,
+  RedisProcess,
+  removeTempDir,
+  SERVER_START_TIMEOUT_MS,
+} from './processes.js';
+
+/** One master of a test cluster. */
+export interface ClusterNode {
+  readonly host: string;
+  readonly port: number;
+  /** The node's cluster id (`CLUSTER MYID`). */
+  readonly id: string;
+}
+
+/** A real Redis Cluster for tests, from `startCluster()`. */
+export interface RedisCluster {
+  readonly nodes: readonly ClusterNode[];
+  /** A new ioredis `Cluster` over all the nodes, disconnected by `stop()`. */
+  cluster(options?: ClusterOptions): Cluster;
+  /** A new plain ioredis client of one node (for `CLUSTER …` commands), disconnected by `stop()`. */
+  nodeClient(node: ClusterNode, options?: RedisOptions): Redis;
+  /** Disconnects every client made here and stops every node. */
+  stop(): Promise<void>;
+}
+
+/** Options of `startCluster`. */
+export interface ClusterStartOptions {
+  /** Masters, each holding a third (or so) of the slots; no replicas. @default 3 */
+  masters?: number;
+}
+
+const run = promisify(execFile);
+const PORT_ATTEMPTS = 200;
+/** Client ports are drawn from here, so that each bus port (port + 10000) stays below 65536. */
+const PORT_RANGE = { from: 10_000, to: 40_000 };
+const STATE_POLL_MS = 50;
+const CLUSTER_CREATE_TIMEOUT_MS = 60_000;
+
+/**
+ * Starts a real Redis Cluster on loopback: `masters` `redis-server --cluster-enabled yes`
+ * processes on free ports (each with its bus port, port + 10000, also free), joined with
+ * `redis-cli --cluster create … --cluster-replicas 0 --cluster-yes`, and resolves once every node
+ * reports `cluster_state:ok` and knows every other. Needs `redis-server` and `redis-cli` on PATH.
+ * Call `stop()` in `afterAll`; a process exit kills whatever is left.
+ *
+ * @example
+ * let cluster: RedisCluster;
+ * beforeAll(async () => { cluster = await startCluster({ masters: 3 }); });
+ * afterAll(() => cluster.stop());
+ */
+export async function startCluster(options: ClusterStartOptions = {}): Promise<RedisCluster> {
+  const masters = options.masters ?? 3;
+  if (!Number.isInteger(masters) || masters < 3) {
+    throw new Error(`startCluster: expected \`masters\` to be an integer from 3 up, got ${masters}`);
+  }
+  const server = findBinary('redis-server');
+  const cli = findBinary('redis-cli');
+  if (!server || !cli) {
+    throw new Error(
+      'startCluster needs `redis-server` and `redis-cli` on PATH ' +
+        '(Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis).',
+    );
+  }
+  const dir = makeTempDir('cluster');
+  const processes: RedisProcess[] = [];
+  const clients = new ClientSet();
+  const stop = async () => {
+    clients.disconnectAll();
+    await Promise.all(processes.map((p) => p.stop()));
+    removeTempDir(dir);
+  };
+  try {
+    const ports = await clusterPorts(masters);
+    for (const port of ports) {
+      const nodeDir = join(dir, String(port));
+      mkdirSync(nodeDir);
+      processes.push(
+        new RedisProcess(server, port, nodeDir, [
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          'nodes.conf',
+          '--cluster-node-timeout',
+          '5000',
+        ]),
+      );
+    }
+    await Promise.all(processes.map((p) => p.start()));
+    await run(
+      cli,
+      [
+        '--cluster',
+        'create',
+        ...ports.map((port) => `${LOOPBACK}:${port}`),
+        '--cluster-replicas',
+        '0',
+        '--cluster-yes',
+      ],
+      { timeout: CLUSTER_CREATE_TIMEOUT_MS },
+    );
+    const nodes: ClusterNode[] = [];
+    for (const port of ports) {
+      const admin = clients.add(new Redis({ host: LOOPBACK, port }));
+      await waitForClusterOk(admin, masters);
+      nodes.push({ host: LOOPBACK, port, id: String(await admin.call('CLUSTER', 'MYID')) });
+      admin.disconnect();
+    }
+    return {
+      nodes,
+      cluster: (clusterOptions = {}) =>
+        clients.add(
+          new Cluster(
+            nodes.map(({ host, port }) => ({ host, port })),
+            clusterOptions,
+          ),
+        ),
+      nodeClient: (node, redisOptions = {}) =>
+        clients.add(new Redis({ host: node.host, port: node.port, ...redisOptions })),
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** Loopback ports `p` with `p` and its bus port `p + 10000` both free, all distinct. */
+async function clusterPorts(count: number): Promise<number[]> {
+  const ports: number[] = [];
+  for (let attempt = 0; attempt < PORT_ATTEMPTS && ports.length < count; attempt++) {
+    const port = PORT_RANGE.from + Math.floor(Math.random() * (PORT_RANGE.to - PORT_RANGE.from));
+    const taken = ports.some((p) => Math.abs(p - port) === 10_000 || p === port);
+    if (!taken && (await portIsFree(port)) && (await portIsFree(port + 10_000))) ports.push(port);
+  }
+  if (ports.length < count) throw new Error(`found only ${ports.length} of ${count} free cluster ports`);
+  return ports;
+}
+
+async function waitForClusterOk(admin: Redis, masters: number): Promise<void> {
+  const deadline = Date.now() + SERVER_START_TIMEOUT_MS;
+  let info = '';
+  while (Date.now() < deadline) {
+    info = String(await admin.call('CLUSTER', 'INFO'));
+    if (info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${masters}\r`)) return;
+    await new Promise((resolve) => setTimeout(resolve, STATE_POLL_MS));
+  }
+  throw new Error(`cluster not ok in ${SERVER_START_TIMEOUT_MS} ms:\n${info}`);
+}
