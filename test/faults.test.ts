@@ -105,35 +105,42 @@ function expectByPolicy(timed: Timed[], policy: FailurePolicy) {
   for (const { ms } of timed) expect(ms).toBeLessThanOrEqual(LATENCY_BUDGET_MS);
 }
 
-describe.each(['open', 'closed', 'local'] as const)('TieredLimiter, failurePolicy %s, on a real Redis fault', (policy) => {
-  it('CLIENT PAUSE: every decision within the timeout, by policy; back on Redis within 2 s', async () => {
-    const limiter = await tiered(policy);
-    await drive(limiter, 5, (i) => `warm-${i}`);
-    const admin = await connect();
-    await admin.call('CLIENT', 'PAUSE', '1000');
-    const during = await drive(limiter, 40, (i) => `paused-${i}`);
-    expectByPolicy(during, policy);
-    if (policy === 'local') {
-      // One key, hammered while paused: no more than the local share (40 / 4 = 10 at once).
-      const hammered = await drive(limiter, 30, () => 'paused-hot');
-      expect(hammered.filter((t) => t.decision.allowed).length).toBeLessThanOrEqual(10 + 1);
-    }
-    expect(await msUntilRedisAnswers(limiter, 'after-pause')).toBeLessThanOrEqual(RECOVERY_BUDGET_MS + 1000);
-  });
+describe.each(['open', 'closed', 'local'] as const)(
+  'TieredLimiter, failurePolicy %s, on a real Redis fault',
+  (policy) => {
+    it('CLIENT PAUSE: every decision within the timeout, by policy; back on Redis within 2 s', async () => {
+      const limiter = await tiered(policy);
+      await drive(limiter, 5, (i) => `warm-${i}`);
+      const admin = await connect();
+      await admin.call('CLIENT', 'PAUSE', '1000');
+      const during = await drive(limiter, 40, (i) => `paused-${i}`);
+      expectByPolicy(during, policy);
+      if (policy === 'local') {
+        // One key, hammered while paused: no more than the local share (40 / 4 = 10 at once).
+        const hammered = await drive(limiter, 30, () => 'paused-hot');
+        expect(hammered.filter((t) => t.decision.allowed).length).toBeLessThanOrEqual(10 + 1);
+      }
+      expect(await msUntilRedisAnswers(limiter, 'after-pause')).toBeLessThanOrEqual(
+        RECOVERY_BUDGET_MS + 1000,
+      );
+    });
 
-  it('killed, then restarted: decisions by policy while it is gone, from Redis once it is back', async () => {
-    const limiter = await tiered(policy);
-    await drive(limiter, 5, (i) => `warm-${i}`);
-    await server.kill();
-    const during = await drive(limiter, 40, (i) => `down-${i}`);
-    expectByPolicy(during, policy);
-    await server.restart();
-    const restartedAt = performance.now();
-    const ms = await msUntilRedisAnswers(limiter, 'after-restart');
-    console.info(`${policy}: back on Redis ${Math.round(ms)} ms after restart (${Math.round(performance.now() - restartedAt)})`);
-    expect(ms).toBeLessThanOrEqual(RECOVERY_BUDGET_MS);
-  });
-});
+    it('killed, then restarted: decisions by policy while it is gone, from Redis once it is back', async () => {
+      const limiter = await tiered(policy);
+      await drive(limiter, 5, (i) => `warm-${i}`);
+      await server.kill();
+      const during = await drive(limiter, 40, (i) => `down-${i}`);
+      expectByPolicy(during, policy);
+      await server.restart();
+      const restartedAt = performance.now();
+      const ms = await msUntilRedisAnswers(limiter, 'after-restart');
+      console.info(
+        `${policy}: back on Redis ${Math.round(ms)} ms after restart (${Math.round(performance.now() - restartedAt)})`,
+      );
+      expect(ms).toBeLessThanOrEqual(RECOVERY_BUDGET_MS);
+    });
+  },
+);
 
 describe('SCRIPT FLUSH', () => {
   it('costs no decision: ioredis reloads the script on NOSCRIPT', async () => {
@@ -142,21 +149,29 @@ describe('SCRIPT FLUSH', () => {
     await drive(tieredLimiter, 3, (i) => `a-${i}`);
     await drive(requestLimiter, 3, (i) => `a-${i}`);
     await (await connect()).script('FLUSH');
-    const after = [...(await drive(tieredLimiter, 5, (i) => `b-${i}`)), ...(await drive(requestLimiter, 5, (i) => `b-${i}`))];
+    const after = [
+      ...(await drive(tieredLimiter, 5, (i) => `b-${i}`)),
+      ...(await drive(requestLimiter, 5, (i) => `b-${i}`)),
+    ];
     for (const { decision } of after) expect(decision).toMatchObject({ allowed: true, tier: 'global' });
   });
 });
 
-describe.each(['open', 'closed'] as const)('RequestLimiter, failurePolicy %s, on a real Redis fault', (policy) => {
-  it('CLIENT PAUSE and a kill: within the timeout, by policy, and back', async () => {
-    const limiter = await perRequest(policy);
-    await drive(limiter, 3, (i) => `warm-${i}`);
-    await (await connect()).call('CLIENT', 'PAUSE', '1000');
-    expectByPolicy(await drive(limiter, 30, (i) => `paused-${i}`), policy);
-    expect(await msUntilRedisAnswers(limiter, 'after-pause')).toBeLessThanOrEqual(RECOVERY_BUDGET_MS + 1000);
-    await server.kill();
-    expectByPolicy(await drive(limiter, 30, (i) => `down-${i}`), policy);
-    await server.restart();
-    expect(await msUntilRedisAnswers(limiter, 'after-restart')).toBeLessThanOrEqual(RECOVERY_BUDGET_MS);
-  });
-});
+describe.each(['open', 'closed'] as const)(
+  'RequestLimiter, failurePolicy %s, on a real Redis fault',
+  (policy) => {
+    it('CLIENT PAUSE and a kill: within the timeout, by policy, and back', async () => {
+      const limiter = await perRequest(policy);
+      await drive(limiter, 3, (i) => `warm-${i}`);
+      await (await connect()).call('CLIENT', 'PAUSE', '1000');
+      expectByPolicy(await drive(limiter, 30, (i) => `paused-${i}`), policy);
+      expect(await msUntilRedisAnswers(limiter, 'after-pause')).toBeLessThanOrEqual(
+        RECOVERY_BUDGET_MS + 1000,
+      );
+      await server.kill();
+      expectByPolicy(await drive(limiter, 30, (i) => `down-${i}`), policy);
+      await server.restart();
+      expect(await msUntilRedisAnswers(limiter, 'after-restart')).toBeLessThanOrEqual(RECOVERY_BUDGET_MS);
+    });
+  },
+);

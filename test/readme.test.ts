@@ -10,16 +10,19 @@ const README = fileURLToPath(new URL('../README.md', import.meta.url));
 const DIR = fileURLToPath(new URL('./.readme-examples/', import.meta.url));
 const TEST_DIR = fileURLToPath(new URL('.', import.meta.url));
 
-const examples = [...readFileSync(README, 'utf8').matchAll(/```ts\n\/\/ example: ([\w-]+)\n([\s\S]*?)```/g)].map(
-  (m) => ({ name: m[1]!, code: m[2]! }),
-);
+const examples = [
+  ...readFileSync(README, 'utf8').matchAll(/```ts\n\/\/ example: ([\w-]+)\n([\s\S]*?)```/g),
+].map((m) => ({ name: m[1]!, code: m[2]! }));
 
 let redis: RedisServer;
 beforeAll(async () => {
   redis = await startRedis();
   mkdirSync(DIR, { recursive: true });
   // tsx would follow the root tsconfig's `paths` to the sources: run against the built packages.
-  writeFileSync(`${DIR}tsconfig.json`, JSON.stringify({ compilerOptions: { module: 'NodeNext', target: 'ES2022' } }));
+  writeFileSync(
+    `${DIR}tsconfig.json`,
+    JSON.stringify({ compilerOptions: { module: 'NodeNext', target: 'ES2022' } }),
+  );
 });
 afterAll(async () => {
   rmSync(DIR, { recursive: true, force: true });
@@ -28,7 +31,14 @@ afterAll(async () => {
 
 describe('README examples', () => {
   it('finds the examples', () => {
-    expect(examples.map((e) => e.name)).toEqual(['tiered', 'per-request', 'multi-limit', 'local', 'prometheus', 'shutdown']);
+    expect(examples.map((e) => e.name)).toEqual([
+      'tiered',
+      'per-request',
+      'multi-limit',
+      'local',
+      'prometheus',
+      'shutdown',
+    ]);
   });
 
   it.each(examples)('$name runs', ({ name, code }) => {

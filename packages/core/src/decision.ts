@@ -24,7 +24,7 @@ export interface Decision {
   readonly remaining: number;
   /** 0 when allowed; else milliseconds until the same request could be admitted (≥ 1). */
   readonly retryAfterMs: number;
-  /** Milliseconds until the tightest limit is full again. */
+  /** Milliseconds until every limit is full again (the longest over the limits). */
   readonly resetMs: number;
   /** Capacity of the tightest limit (the `RateLimit-Limit` a server would announce). */
   readonly limit: number;

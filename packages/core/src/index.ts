@@ -32,6 +32,7 @@ export {
   defineLimit,
   MAX_CAPACITY,
   MAX_REFILL_PER_SECOND,
+  MIN_REFILL_PER_SECOND,
   perHour,
   perMinute,
   perSecond,

@@ -5,6 +5,11 @@ import { assertInteger, assertPositive } from './validate.js';
 export const MAX_CAPACITY = 1_000_000_000;
 /** Largest refill rate a limit accepts, in tokens per second. */
 export const MAX_REFILL_PER_SECOND = 1_000_000_000;
+/**
+ * Smallest refill rate a limit accepts: one token in about 11.6 days. Below it the rate per ms
+ * underflows toward 0 and waits stop being finite numbers.
+ */
+export const MIN_REFILL_PER_SECOND = 1e-6;
 
 const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -62,6 +67,13 @@ export function defineLimit(options: LimitOptions): LimitSpec {
   if (options === null || typeof options !== 'object') throw new ConfigError('limit', options, 'an object');
   const capacity = assertInteger('capacity', options.capacity, 1, MAX_CAPACITY);
   const refillPerSecond = assertPositive('refillPerSecond', options.refillPerSecond, MAX_REFILL_PER_SECOND);
+  if (refillPerSecond < MIN_REFILL_PER_SECOND) {
+    throw new ConfigError(
+      'refillPerSecond',
+      refillPerSecond,
+      `at least ${MIN_REFILL_PER_SECOND} (one token in about 11.6 days)`,
+    );
+  }
   const name = options.name ?? `${capacity}-${refillPerSecond}ps`;
   if (typeof name !== 'string' || !NAME_PATTERN.test(name)) {
     throw new ConfigError('name', name, '1 to 64 characters of A-Z, a-z, 0-9, _, . or -');
@@ -102,6 +114,7 @@ export function perHour(count: number, options: RateOptions = {}): LimitSpec {
 
 function perPeriod(count: number, seconds: number, suffix: string, options: RateOptions): LimitSpec {
   assertInteger('count', count, 1, MAX_CAPACITY);
+  if (options.burst !== undefined) assertInteger('burst', options.burst, 1, MAX_CAPACITY);
   return defineLimit({
     capacity: options.burst ?? count,
     refillPerSecond: count / seconds,

@@ -29,6 +29,12 @@ const limitsArb: fc.Arbitrary<LimitSpec[]> = fc
   )
   .map((list) => list.map((o, i) => defineLimit({ ...o, name: `l${i}` })));
 
+/** Requests over 13 keys, a few hundred ms apart at most. */
+const keyedRequestsArb = fc.array(
+  fc.record({ key: fc.integer({ min: 0, max: 12 }), advanceMs: fc.integer({ min: 0, max: 300 }) }),
+  { maxLength: 80 },
+);
+
 interface Step {
   /** Time since the previous request. */
   advanceMs: number;
@@ -195,50 +201,38 @@ describe('LocalLimiter, any trace', () => {
 
   it('forgets exactly the least recently used key past maxKeys, and never holds more', () => {
     fc.assert(
-      fc.property(
-        fc.integer({ min: 1, max: 6 }),
-        fc.array(fc.record({ key: fc.integer({ min: 0, max: 12 }), advanceMs: fc.integer({ min: 0, max: 300 }) }), {
-          maxLength: 80,
-        }),
-        (maxKeys, requests) => {
-          const clock = new FakeClock(0);
-          const spec = defineLimit({ capacity: 3, refillPerSecond: 2 });
-          const bounded = new LocalLimiter({ limits: spec, clock, maxKeys });
-          // The model: an unbounded limiter, told to forget whichever key an LRU list of maxKeys drops.
-          const model = new LocalLimiter({ limits: spec, clock, maxKeys: 100 });
-          const lru: number[] = []; // most recent last
-          for (const { key, advanceMs } of requests) {
-            clock.advance(advanceMs);
-            if (lru.includes(key)) lru.splice(lru.indexOf(key), 1);
-            else if (lru.length === maxKeys) model.reset(`k${lru.shift()}`);
-            lru.push(key);
-            expect(bounded.tryConsume(`k${key}`)).toEqual(model.tryConsume(`k${key}`));
-          }
-          for (let key = 0; key <= 12; key++) expect(bounded.peek(`k${key}`)).toEqual(model.peek(`k${key}`));
-          expect(bounded.size).toBeLessThanOrEqual(maxKeys);
-        },
-      ),
+      fc.property(fc.integer({ min: 1, max: 6 }), keyedRequestsArb, (maxKeys, requests) => {
+        const clock = new FakeClock(0);
+        const spec = defineLimit({ capacity: 3, refillPerSecond: 2 });
+        const bounded = new LocalLimiter({ limits: spec, clock, maxKeys });
+        // The model: an unbounded limiter, told to forget whichever key an LRU list of maxKeys drops.
+        const model = new LocalLimiter({ limits: spec, clock, maxKeys: 100 });
+        const lru: number[] = []; // most recent last
+        for (const { key, advanceMs } of requests) {
+          clock.advance(advanceMs);
+          if (lru.includes(key)) lru.splice(lru.indexOf(key), 1);
+          else if (lru.length === maxKeys) model.reset(`k${lru.shift()}`);
+          lru.push(key);
+          expect(bounded.tryConsume(`k${key}`)).toEqual(model.tryConsume(`k${key}`));
+        }
+        for (let key = 0; key <= 12; key++) expect(bounded.peek(`k${key}`)).toEqual(model.peek(`k${key}`));
+        expect(bounded.size).toBeLessThanOrEqual(maxKeys);
+      }),
       { numRuns: 300 },
     );
   });
 
   it('never holds more than maxKeys keys while counting drops full buckets on the way', () => {
     fc.assert(
-      fc.property(
-        fc.integer({ min: 1, max: 6 }),
-        fc.array(fc.record({ key: fc.integer({ min: 0, max: 12 }), advanceMs: fc.integer({ min: 0, max: 300 }) }), {
-          maxLength: 80,
-        }),
-        (maxKeys, requests) => {
-          const clock = new FakeClock(0);
-          const limiter = new LocalLimiter({ limits: perSecond(3), clock, maxKeys });
-          for (const { key, advanceMs } of requests) {
-            clock.advance(advanceMs);
-            limiter.tryConsume(`k${key}`);
-            expect(limiter.size).toBeLessThanOrEqual(maxKeys);
-          }
-        },
-      ),
+      fc.property(fc.integer({ min: 1, max: 6 }), keyedRequestsArb, (maxKeys, requests) => {
+        const clock = new FakeClock(0);
+        const limiter = new LocalLimiter({ limits: perSecond(3), clock, maxKeys });
+        for (const { key, advanceMs } of requests) {
+          clock.advance(advanceMs);
+          limiter.tryConsume(`k${key}`);
+          expect(limiter.size).toBeLessThanOrEqual(maxKeys);
+        }
+      }),
       { numRuns: 200 },
     );
   });

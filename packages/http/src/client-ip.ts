@@ -1,0 +1,35 @@
+import type { IncomingMessage } from 'node:http';
+import { UNKNOWN_CLIENT_KEY } from './defaults.js';
+
+const MAPPED_V4 = /^::ffff:(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})$/i;
+
+/**
+ * The client's IP address: the socket's peer, or, with `trustProxy` hops, the address the
+ * outermost trusted proxy saw, read from the right of `X-Forwarded-For`.
+ *
+ * `trustProxy` counts the proxies in front of the server that each append the address they
+ * received from. With 1 (one load balancer), the last entry of `X-Forwarded-For` is the client;
+ * with 2, the one before it; entries further left are whatever the client wrote, and never
+ * read. An IPv4 address seen through an IPv6 socket (`::ffff:192.0.2.1`) is given as IPv4, so
+ * a client has one key whichever way it connected. A closed socket gives `'unknown'`.
+ *
+ * @example
+ * const ip = clientIp(req); // '127.0.0.1'
+ * const behindLoadBalancer = clientIp(req, 1);
+ */
+export function clientIp(req: IncomingMessage, trustProxy = 0): string {
+  let address = req.socket.remoteAddress;
+  if (trustProxy > 0 && address !== undefined) {
+    const forwarded = req.headers['x-forwarded-for'];
+    if (forwarded !== undefined) {
+      const hops = (Array.isArray(forwarded) ? forwarded.join(',') : forwarded).split(',');
+      // hops[length - 1] was appended by the proxy nearest to us; each trusted proxy vouches for one more.
+      const index = Math.max(0, hops.length - trustProxy);
+      const hop = hops[index]!.trim();
+      if (hop !== '') address = hop;
+    }
+  }
+  if (address === undefined) return UNKNOWN_CLIENT_KEY;
+  const mapped = MAPPED_V4.exec(address);
+  return mapped ? mapped[1]! : address;
+}

@@ -1,0 +1,64 @@
+import type { Decision } from '@tiered-limiter/core';
+
+/**
+ * A problem document (RFC 9457), the body of a denial, sent as `application/problem+json`.
+ * Members beyond the standard five are allowed (extension members).
+ */
+export interface ProblemDocument {
+  /** A URI naming the problem type. `about:blank` means "just the status code". */
+  type?: string;
+  /** A short summary of the problem type. */
+  title?: string;
+  /** The HTTP status code, repeated for the reader of a body alone. */
+  status?: number;
+  /** This occurrence, for people. */
+  detail?: string;
+  /** A URI naming this occurrence. */
+  instance?: string;
+  /** Extension members. */
+  [member: string]: unknown;
+}
+
+/** What a `problem` function is told about the denial it writes a body for. */
+export interface Denial {
+  /** The limiter's decision. */
+  readonly decision: Decision;
+  /** The status the answer carries: 429, or `failClosedStatus` for a `closed`-policy denial. */
+  readonly status: number;
+  /** The `Retry-After` value, in whole seconds. */
+  readonly retryAfterSeconds: number;
+}
+
+/**
+ * The body of a denial: a problem document, a partial one laid over the default (to set your
+ * own `type` URI, say), or a function that writes the whole document.
+ */
+export type ProblemOption = Partial<ProblemDocument> | ((denial: Denial) => ProblemDocument);
+
+/**
+ * The default body of a denial: `about:blank` with the status's title and a sentence saying
+ * when to retry. A `closed`-policy denial does not say why the limiter is unavailable: a
+ * client has no use for that, and an attacker would.
+ *
+ * @example
+ * defaultProblem({ decision, status: 429, retryAfterSeconds: 2 });
+ * // { type: 'about:blank', title: 'Too Many Requests', status: 429, detail: 'Too many requests; retry in 2 s.' }
+ */
+export function defaultProblem(denial: Denial): ProblemDocument {
+  const unavailable = denial.status === 503;
+  return {
+    type: 'about:blank',
+    title: unavailable ? 'Service Unavailable' : 'Too Many Requests',
+    status: denial.status,
+    detail: unavailable
+      ? `This route is unavailable for a moment; retry in ${denial.retryAfterSeconds} s.`
+      : `Too many requests; retry in ${denial.retryAfterSeconds} s.`,
+  };
+}
+
+/** The JSON body of a denial, by the `problem` option. */
+export function problemBody(option: ProblemOption | undefined, denial: Denial): string {
+  if (typeof option === 'function') return JSON.stringify(option(denial));
+  const base = defaultProblem(denial);
+  return JSON.stringify(option === undefined ? base : { ...base, ...option });
+}
