@@ -8,11 +8,8 @@ import {
   type TakeReply,
 } from '@tiered-limiter/core';
 import type { Cluster, Redis } from 'ioredis';
-import peekLua from '../lua/peek.lua';
-import refundLua from '../lua/refund.lua';
-import reserveLua from '../lua/reserve.lua';
-import takeLua from '../lua/take.lua';
 import { assertPrefix, bucketKeys, DEFAULT_PREFIX } from './keys.js';
+import { SCRIPTS } from './scripts.js';
 
 /** Options of `RedisStore`. */
 export interface RedisStoreOptions {
@@ -73,10 +70,10 @@ export class RedisStore implements GlobalStore {
     }
     this.#prefix = assertPrefix(options.prefix ?? DEFAULT_PREFIX);
     const client = redis as Redis | Cluster;
-    client.defineCommand(TAKE, { lua: takeLua });
-    client.defineCommand(RESERVE, { lua: reserveLua });
-    client.defineCommand(REFUND, { lua: refundLua });
-    client.defineCommand(PEEK, { lua: peekLua });
+    client.defineCommand(TAKE, { lua: SCRIPTS.take });
+    client.defineCommand(RESERVE, { lua: SCRIPTS.reserve });
+    client.defineCommand(REFUND, { lua: SCRIPTS.refund });
+    client.defineCommand(PEEK, { lua: SCRIPTS.peek });
     this.#client = client as unknown as ScriptedClient;
   }
 

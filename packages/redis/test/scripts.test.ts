@@ -18,10 +18,7 @@ import { type RedisServer, startRedis, uniquePrefix } from '@tiered-limiter/test
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import peekLua from '../lua/peek.lua';
-import refundLua from '../lua/refund.lua';
-import reserveLua from '../lua/reserve.lua';
-import takeLua from '../lua/take.lua';
+import { SCRIPTS } from '../src/scripts.js';
 
 let server: RedisServer;
 let redis: Redis;
@@ -50,12 +47,12 @@ async function evalScript(lua: string, keys: string[], head: number[], limits: r
 }
 
 const take = (keys: string[], limits: readonly LimitSpec[], cost: number) =>
-  evalScript(takeLua, keys, [cost], limits);
+  evalScript(SCRIPTS.take, keys, [cost], limits);
 const reserve = (keys: string[], limits: readonly LimitSpec[], want: number, min: number) =>
-  evalScript(reserveLua, keys, [want, min], limits);
+  evalScript(SCRIPTS.reserve, keys, [want, min], limits);
 const refund = (keys: string[], limits: readonly LimitSpec[], tokens: number) =>
-  evalScript(refundLua, keys, [tokens], limits);
-const peek = (keys: string[], limits: readonly LimitSpec[]) => evalScript(peekLua, keys, [], limits);
+  evalScript(SCRIPTS.refund, keys, [tokens], limits);
+const peek = (keys: string[], limits: readonly LimitSpec[]) => evalScript(SCRIPTS.peek, keys, [], limits);
 
 /** Redis's clock, in µs. */
 async function serverMicros(): Promise<number> {
