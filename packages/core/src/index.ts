@@ -39,4 +39,5 @@ export {
   smallestCapacity,
 } from './limit.js';
 export type { BucketReply, GlobalStore, ReserveReply, TakeReply } from './store.js';
+export { assertStore } from './store.js';
 export { assertInRange, assertInteger, assertOneOf, assertPositive } from './validate.js';

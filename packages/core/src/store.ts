@@ -1,3 +1,4 @@
+import { ConfigError } from './errors.js';
 import type { LimitSpec } from './limit.js';
 
 /** The reply to `GlobalStore.take`. With several limits, it speaks of the tightest one. */
@@ -57,4 +58,23 @@ export interface GlobalStore {
   refund(key: string, limits: readonly LimitSpec[], tokens: number): Promise<BucketReply>;
   /** Reports the tightest limit's state without taking anything. */
   peek(key: string, limits: readonly LimitSpec[]): Promise<BucketReply>;
+}
+
+/**
+ * Checks that `store` fulfils `GlobalStore` (its four methods are there), so a limiter given
+ * something else fails at construction, naming the option, rather than on its first request.
+ */
+export function assertStore(store: unknown): GlobalStore {
+  const s = store as Partial<GlobalStore> | null;
+  if (
+    s === null ||
+    typeof s !== 'object' ||
+    typeof s.take !== 'function' ||
+    typeof s.reserve !== 'function' ||
+    typeof s.refund !== 'function' ||
+    typeof s.peek !== 'function'
+  ) {
+    throw new ConfigError('store', store, 'a GlobalStore (an object with take, reserve, refund and peek)');
+  }
+  return store as GlobalStore;
 }

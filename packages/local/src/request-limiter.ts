@@ -4,6 +4,7 @@ import {
   assertCost,
   assertKey,
   assertLimits,
+  assertStore,
   type Clock,
   ClosedError,
   ConfigError,
@@ -44,6 +45,8 @@ export interface RequestLimiterStats {
   readonly storeCalls: number;
   /** Store calls that failed or timed out. */
   readonly storeFailures: number;
+  /** Milliseconds spent degraded (store considered down), the current spell included. */
+  readonly fallbackMs: number;
 }
 
 /**
@@ -72,32 +75,19 @@ export class RequestLimiter extends EventEmitter<GuardEvents> {
   #allowed = 0;
   #denied = 0;
   #storeCalls = 0;
-  #storeFailures = 0;
 
   constructor(options: RequestLimiterOptions) {
     super();
     if (options === null || typeof options !== 'object')
       throw new ConfigError('options', options, 'an object');
-    if (options.store === null || typeof options.store?.take !== 'function') {
-      throw new ConfigError(
-        'store',
-        options.store,
-        'a GlobalStore (an object with take, reserve, refund and peek)',
-      );
-    }
     const clock: Clock = options.clock ?? performance;
-    this.#store = options.store;
+    this.#store = assertStore(options.store);
     this.limits = assertLimits('limits', options.limits);
     this.#maxCost = smallestCapacity(this.limits);
     this.#policy = new FailurePolicyDecider(options, this.limits, clock);
     this.#shadow = options.shadow ?? false;
     this.#guard = new StoreGuard({ ...options, clock });
-    this.#guard.on('failure', (error) => {
-      this.#storeFailures++;
-      this.emit('failure', error);
-    });
-    this.#guard.on('degraded', (error) => this.emit('degraded', error));
-    this.#guard.on('recovered', (info) => this.emit('recovered', info));
+    this.#guard.relayTo(this);
   }
 
   /** The declared failure policy. */
@@ -138,7 +128,8 @@ export class RequestLimiter extends EventEmitter<GuardEvents> {
       allowed: this.#allowed,
       denied: this.#denied,
       storeCalls: this.#storeCalls,
-      storeFailures: this.#storeFailures,
+      storeFailures: this.#guard.failures,
+      fallbackMs: this.#guard.degradedMs,
     };
   }
 

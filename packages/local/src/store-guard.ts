@@ -79,6 +79,8 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
   #consecutiveFailures = 0;
   #openedAtMs = 0;
   #downSinceMs = 0;
+  #downTotalMs = 0;
+  #failures = 0;
   #lastError: StoreError | undefined;
 
   constructor(options: StoreGuardOptions = {}) {
@@ -123,6 +125,23 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
   get accepting(): boolean {
     if (this.#state === 'closed') return true;
     return this.#state === 'open' && this.#clock.now() - this.#openedAtMs >= this.#cooldownMs;
+  }
+
+  /** Store calls that failed or timed out since the guard was made. */
+  get failures(): number {
+    return this.#failures;
+  }
+
+  /** Milliseconds spent degraded since the guard was made, the current spell included. */
+  get degradedMs(): number {
+    return this.#downTotalMs + (this.#state === 'closed' ? 0 : this.#clock.now() - this.#downSinceMs);
+  }
+
+  /** Re-emits this guard's `failure`, `degraded` and `recovered` events on `target` (a limiter). */
+  relayTo(target: EventEmitter<GuardEvents>): void {
+    this.on('failure', (error) => target.emit('failure', error));
+    this.on('degraded', (error) => target.emit('degraded', error));
+    this.on('recovered', (info) => target.emit('recovered', info));
   }
 
   /** Milliseconds until an open breaker lets its next probe through; 0 when closed. */
@@ -176,11 +195,13 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
     if (this.#state === 'closed') return;
     this.#state = 'closed';
     const downMs = Math.max(0, this.#clock.now() - this.#downSinceMs);
+    this.#downTotalMs += downMs;
     this.emit('recovered', { downMs });
   }
 
   #failed(error: StoreError): GuardResult<never> {
     this.#lastError = error;
+    this.#failures++;
     this.#consecutiveFailures++;
     this.emit('failure', error);
     if (!this.#breakerEnabled) return { ok: false, error };

@@ -6,6 +6,7 @@ import {
   assertInteger,
   assertKey,
   assertLimits,
+  assertStore,
   type Clock,
   ClosedError,
   ConfigError,
@@ -180,21 +181,12 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
   #latencyCount = 0;
   #latencySum = 0;
   #latencyMax = 0;
-  #fallbackMs = 0;
-  #degradedSinceMs = -1;
 
   constructor(options: TieredLimiterOptions) {
     super();
     if (options === null || typeof options !== 'object')
       throw new ConfigError('options', options, 'an object');
-    if (options.store === null || typeof options.store?.reserve !== 'function') {
-      throw new ConfigError(
-        'store',
-        options.store,
-        'a GlobalStore (an object with take, reserve, refund and peek)',
-      );
-    }
-    this.#store = options.store;
+    this.#store = assertStore(options.store);
     this.#clock = options.clock ?? performance;
     this.limits = assertLimits('limits', options.limits);
     this.#maxCost = smallestCapacity(this.limits);
@@ -231,16 +223,7 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
     this.#lowWater = assertInRange('lease.lowWater', lease.lowWater ?? DEFAULT_LOW_WATER, 0, 1);
 
     this.#guard = new StoreGuard({ ...options, clock: this.#clock });
-    this.#guard.on('failure', (error) => this.emit('failure', error));
-    this.#guard.on('degraded', (error) => {
-      this.#degradedSinceMs = this.#clock.now();
-      this.emit('degraded', error);
-    });
-    this.#guard.on('recovered', (info) => {
-      if (this.#degradedSinceMs >= 0) this.#fallbackMs += this.#clock.now() - this.#degradedSinceMs;
-      this.#degradedSinceMs = -1;
-      this.emit('recovered', info);
-    });
+    this.#guard.relayTo(this);
     this.#queue = pLimit(
       assertInteger(
         'maxConcurrentRefills',
@@ -342,7 +325,6 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
 
   /** Counters since the limiter was made. */
   stats(): TieredLimiterStats {
-    const now = this.#clock.now();
     return {
       decisions: { lease: this.#lease, global: this.#global, fallback: this.#fallback },
       allowed: this.#allowed,
@@ -359,7 +341,7 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
         mean: this.#latencyCount === 0 ? 0 : this.#latencySum / this.#latencyCount,
         max: this.#latencyMax,
       },
-      fallbackMs: this.#fallbackMs + (this.#degradedSinceMs >= 0 ? now - this.#degradedSinceMs : 0),
+      fallbackMs: this.#guard.degradedMs,
       degraded: this.#guard.degraded,
       keys: this.#leases.size,
     };
