@@ -370,12 +370,10 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
   }
 
   async #consumeSlow(key: string, cost: number): Promise<Decision> {
-    let lease = this.#leases.get(key);
-    if (lease === undefined) {
-      lease = new Lease(key, this.#clock.now(), this.#capacity);
-      this.#leases.set(key, lease);
-    }
+    let lease = this.#leaseFor(key);
     for (let attempt = 0; ; attempt++) {
+      // Evicted while this request waited: its tokens went back; carry on with a fresh lease.
+      if (lease.detached) lease = this.#leaseFor(key);
       const now = this.#refreshNow();
       this.#expire(lease, now);
       if (lease.tokens >= cost) {
@@ -399,7 +397,7 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
       }
       const refused = this.#guard.refusal();
       if (refused) return this.#count(this.#policy.decide(key, cost, refused));
-      if (attempt === MAX_ATTEMPTS || lease.detached) {
+      if (attempt === MAX_ATTEMPTS) {
         // Other waiters keep winning the tokens this request's refills bring: say so, briefly.
         return this.#count(denyDecision(1, lease.tokens, lease.resetMs, lease.limit, 'global'));
       }
@@ -409,6 +407,15 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
       lease.pendingCost -= cost;
       if (!result.ok) return this.#count(this.#policy.decide(key, cost, result.error));
     }
+  }
+
+  #leaseFor(key: string): Lease {
+    let lease = this.#leases.get(key);
+    if (lease === undefined) {
+      lease = new Lease(key, this.#clock.now(), this.#capacity);
+      this.#leases.set(key, lease);
+    }
+    return lease;
   }
 
   #count(decision: Decision): Decision {
