@@ -34,8 +34,16 @@ describe('lifecycle', () => {
   it('close() is idempotent and a closed limiter says so clearly', async () => {
     const { perSecond } = await import('@tiered-limiter/core');
     const { MemoryStore, TieredLimiter, RequestLimiter } = await import('@tiered-limiter/local');
-    const tiered = new TieredLimiter({ store: new MemoryStore(), limits: perSecond(10), failurePolicy: 'open' });
-    const request = new RequestLimiter({ store: new MemoryStore(), limits: perSecond(10), failurePolicy: 'open' });
+    const tiered = new TieredLimiter({
+      store: new MemoryStore(),
+      limits: perSecond(10),
+      failurePolicy: 'open',
+    });
+    const request = new RequestLimiter({
+      store: new MemoryStore(),
+      limits: perSecond(10),
+      failurePolicy: 'open',
+    });
     await tiered.close();
     await tiered.close();
     await request.close();

@@ -1,123 +1,179 @@
-import { cpus } from 'node:os';
-import { parseArgs } from 'node:util';
-import { Bench, type Task } from 'tinybench';
-import { registerBaseline } from './baseline.js';
-import { registerLocal } from './local.js';
-import { type AddTask, type Suite, sink } from './suite.js';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ACCURACY_TIERS, type AccuracyRow, accuracyName, measureAccuracy } from './accuracy.js';
+import { chartSvg } from './chart.js';
+import { parseFlags } from './flags.js';
+import {
+  FLEET_KEYS,
+  FLEET_RATE,
+  FLEET_SIZES,
+  FLEET_TIERS,
+  type FleetRow,
+  fleetName,
+  measureFleet,
+} from './fleet-sim.js';
+import { count, duration, small } from './format.js';
+import { type BenchRedis, NoRedisError, openRedis } from './redis-target.js';
+import {
+  type BenchResults,
+  type BenchSettings,
+  machine,
+  markdownReport,
+  terminalReport,
+  versions,
+} from './results.js';
+import {
+  BASELINE,
+  measureThroughput,
+  relateToPeers,
+  type ThroughputRow,
+  type ThroughputTask,
+  throughputTasks,
+} from './throughput.js';
 
-/** Every file of tasks, in the order they run. A new tier adds its file here. */
-const SUITES: readonly Suite[] = [registerBaseline, registerLocal];
+const RESULTS_DIR = fileURLToPath(new URL('../results/', import.meta.url));
 
-const BASELINE = 'baseline · no limiter';
+const flags = parseFlags();
+const { quick, filter } = flags;
+const settings: BenchSettings = {
+  warmupMs: quick ? 40 : 500,
+  measureMs: quick ? 120 : 2000,
+  maxDecisions: quick ? 5_000_000 : 100_000_000,
+  accuracyMs: quick ? 800 : 3000,
+  processes: flags.processes,
+  fleetWarmupMs: quick ? 200 : 1000,
+  fleetMs: quick ? 400 : 3000,
+  fleetKeys: FLEET_KEYS,
+  fleetRate: FLEET_RATE,
+};
 
-const USAGE = `Usage: pnpm bench [--quick] [--filter <substring>] [--json]
+const progress = (line: string) => process.stderr.write(`${line}\n`);
+const selected = (name: string) => filter === undefined || name.includes(filter);
 
-  --quick               short runs (about 0.1 s a task): checks the bench works, numbers are rough
-  --filter <substring>  only the tasks whose name contains it (the baseline always runs)
-  --json                print the results as JSON instead of a table`;
-
-interface Row {
-  name: string;
-  opsPerSecond: number;
-  meanNs: number;
-  p99Ns: number;
-  samples: number;
-  /** Mean time over the baseline's, when the baseline ran. */
-  timesBaseline: number | undefined;
-}
-
-function parseFlags(): { quick: boolean; filter: string | undefined; json: boolean } {
-  try {
-    const { values } = parseArgs({
-      options: {
-        quick: { type: 'boolean', default: false },
-        filter: { type: 'string' },
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', default: false },
-      },
-      strict: true,
-    });
-    if (values.help) {
-      console.log(USAGE);
-      process.exit(0);
-    }
-    return { quick: values.quick, filter: values.filter, json: values.json };
-  } catch (err) {
-    console.error(`${(err as Error).message}\n\n${USAGE}`);
-    process.exit(2);
-  }
-}
-
-function toRow(task: Task): Row | undefined {
-  const result = task.result;
-  if (result.state === 'errored') throw result.error;
-  if (result.state !== 'completed') return undefined;
-  const meanNs = result.latency.mean * 1e6;
-  return {
-    name: task.name,
-    // From the mean latency, not tinybench's mean of per-sample rates, which a few samples
-    // that read as 0 ns skew upward.
-    opsPerSecond: 1e9 / meanNs,
-    meanNs,
-    p99Ns: result.latency.p99 * 1e6,
-    samples: result.latency.samplesCount,
-    timesBaseline: undefined,
-  };
-}
-
-function printTable(rows: readonly Row[]): void {
-  const header = ['task', 'ops/s', 'mean ns', 'p99 ns', '× baseline'];
-  const lines = rows.map((row) => [
-    row.name,
-    Math.round(row.opsPerSecond).toLocaleString('en-US'),
-    row.meanNs.toFixed(1),
-    row.p99Ns.toFixed(0),
-    row.timesBaseline === undefined ? '—' : row.timesBaseline.toFixed(2),
-  ]);
-  const widths = header.map((title, i) => Math.max(title.length, ...lines.map((line) => line[i]!.length)));
-  const format = (cells: readonly string[]) =>
-    cells.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ');
-  console.log(format(header));
-  console.log(widths.map((w) => '─'.repeat(w)).join('  '));
-  for (const line of lines) console.log(format(line));
+function pickThroughput(): ThroughputTask[] {
+  const all = throughputTasks();
+  const chosen = new Set(all.filter((t) => selected(t.name)).map((t) => t.name));
+  // A chosen row brings its peer, and any row brings the baseline, so every ratio can be read.
+  if (chosen.size > 0) chosen.add(BASELINE);
+  for (const t of all) if (chosen.has(t.name) && t.peer !== undefined) chosen.add(t.peer);
+  return all.filter((t) => chosen.has(t.name));
 }
 
 async function main(): Promise<void> {
-  const { quick, filter, json } = parseFlags();
-  const bench = new Bench(
-    quick ? { time: 100, warmupTime: 20, iterations: 64 } : { time: 2000, warmupTime: 500, iterations: 64 },
+  const throughput = pickThroughput();
+  const accuracy = ACCURACY_TIERS.filter((t) => selected(accuracyName(t.limiter, flags.processes)));
+  const fleet = FLEET_SIZES.flatMap((instances) =>
+    FLEET_TIERS.filter((t) => selected(fleetName(t.limiter, instances))).map((t) => ({ ...t, instances })),
   );
-  const add: AddTask = (name, fn, options) => {
-    if (filter === undefined || name === BASELINE || name.includes(filter)) bench.add(name, fn, options);
-  };
-  const cleanups: (() => unknown)[] = [];
-  try {
-    for (const suite of SUITES) {
-      const cleanup = await suite(add);
-      if (typeof cleanup === 'function') cleanups.push(cleanup as () => unknown);
-    }
-    if (bench.tasks.length <= 1 && filter !== undefined) {
-      console.error(`No task matches --filter ${JSON.stringify(filter)}.`);
-      process.exitCode = 2;
-      return;
-    }
-    if (!json) {
-      console.log(
-        `tinybench, ${quick ? 'quick' : 'full'} run · Node ${process.version} · ${cpus()[0]?.model ?? 'unknown CPU'}\n`,
-      );
-    }
-    await bench.run();
-  } finally {
-    for (const cleanup of cleanups) await cleanup();
+  const total = throughput.length + accuracy.length + fleet.length;
+  if (total === 0) {
+    console.error(`No task matches --filter ${JSON.stringify(filter)}.`);
+    process.exitCode = 2;
+    return;
   }
 
-  const rows = bench.tasks.map(toRow).filter((row): row is Row => row !== undefined);
-  const baseline = rows.find((row) => row.name === BASELINE);
-  for (const row of rows) row.timesBaseline = baseline ? row.meanNs / baseline.meanNs : undefined;
-  if (json) console.log(JSON.stringify({ quick, node: process.version, rows }, null, 2));
-  else printTable(rows);
-  // Reading the sink keeps every task's result alive to the end.
-  if (sink.value === Symbol.for('never')) console.log('');
+  let target: BenchRedis;
+  try {
+    target = await openRedis();
+  } catch (error) {
+    if (error instanceof NoRedisError) {
+      console.error(`pnpm bench: ${error.message}`);
+      process.exitCode = 1;
+      return;
+    }
+    throw error;
+  }
+  progress(`Redis: ${target.description}.`);
+  progress(`${quick ? 'Quick' : 'Full'} run: ${total} tasks.`);
+
+  const rows: ThroughputRow[] = [];
+  const accuracyRows: AccuracyRow[] = [];
+  const fleetRows: FleetRow[] = [];
+  const started = performance.now();
+  let done = 0;
+  const step = () => `[${String(++done).padStart(String(total).length)}/${total}]`;
+  try {
+    const warmup = { maxMs: settings.warmupMs, maxDecisions: settings.maxDecisions };
+    const bounds = { maxMs: settings.measureMs, maxDecisions: settings.maxDecisions };
+    for (const [i, task] of throughput.entries()) {
+      (globalThis as { gc?: () => void }).gc?.();
+      const row = await measureThroughput(task, target, `${target.prefix}:t${i}`, warmup, bounds);
+      rows.push(row);
+      const trips =
+        row.roundTripsPer1000 === null ? '' : `, ${small(row.roundTripsPer1000)} Redis round trips per 1,000`;
+      const fell = row.fallbacks
+        ? ` (${count(row.fallbacks)} decisions by the failure policy: store timeouts)`
+        : '';
+      progress(
+        `${step()} ${row.name}: ${count(row.opsPerSecond)} ops/s, p99 ${duration(row.p99Ns)}${trips}${fell}`,
+      );
+    }
+    for (const { tier, limiter } of accuracy) {
+      const row = await measureAccuracy(
+        target,
+        `${target.prefix}:a-${tier}`,
+        tier,
+        limiter,
+        flags.processes,
+        settings.accuracyMs,
+      );
+      accuracyRows.push(row);
+      progress(
+        `${step()} ${row.name}: admitted ${count(row.admitted)} of ideal ${count(row.ideal)}, ` +
+          `${small(row.roundTripsPer1000)} Redis round trips per 1,000 decisions`,
+      );
+    }
+    for (const { tier, limiter, instances } of fleet) {
+      const row = await measureFleet(
+        target,
+        `${target.prefix}:f-${tier}-${instances}`,
+        tier,
+        limiter,
+        instances,
+        settings.fleetWarmupMs,
+        settings.fleetMs,
+      );
+      fleetRows.push(row);
+      progress(`${step()} ${row.name}: ${count(row.redisCallsPerSecond)} Redis ops/s`);
+    }
+  } finally {
+    try {
+      const deleted = await target.cleanup();
+      progress(`Deleted this run's ${count(deleted)} keys (${target.prefix}*).`);
+    } finally {
+      await target.stop();
+    }
+  }
+  relateToPeers(rows);
+  progress(`Done in ${((performance.now() - started) / 1000).toFixed(1)} s.`);
+
+  const results: BenchResults = {
+    generatedAt: new Date().toISOString(),
+    quick,
+    filter: filter ?? null,
+    machine: machine(),
+    versions: versions(),
+    redis: { version: target.version, source: target.source, description: target.description },
+    settings,
+    throughput: rows,
+    accuracy: accuracyRows,
+    fleet: fleetRows,
+  };
+  if (flags.json) console.log(JSON.stringify(results, null, 2));
+  else console.log(`\n${terminalReport(results)}`);
+
+  const outDir =
+    flags.out !== undefined ? resolve(flags.out) : !quick && filter === undefined ? RESULTS_DIR : undefined;
+  if (outDir === undefined) {
+    progress('Results not written (a quick or filtered run): pass --out <dir> to write them.');
+    return;
+  }
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(join(outDir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(join(outDir, 'latest.svg'), chartSvg(results));
+  writeFileSync(join(outDir, 'latest.md'), markdownReport(results, 'latest.svg'));
+  progress(`Wrote latest.md, latest.json and latest.svg in ${relative(process.cwd(), outDir) || '.'}/`);
 }
 
 await main();

@@ -23,6 +23,9 @@ let redis: Redis | undefined;
 let limiter: (HttpLimiter & { close(): Promise<void> }) | undefined;
 if (mode === 'tiered-redis' || mode === 'request-redis') {
   redis = new Redis(process.env.REDIS_URL!, recommendedRedisOptions);
+  // Connection errors reach the limiter as failed calls (its policy decides); ioredis also emits
+  // them as events, which would be printed as unhandled without a listener.
+  redis.on('error', () => {});
   await once(redis, 'ready');
   const store = new RedisStore({ redis, prefix: process.env.LIMIT_PREFIX ?? 'load' });
   limiter =

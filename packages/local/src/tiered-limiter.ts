@@ -22,6 +22,7 @@ import { LRUCache } from 'lru-cache';
 import pLimit, { type LimitFunction } from 'p-limit';
 import { type AcquireOptions, type AcquireResult, acquireInLine, KeyedQueue } from './acquire.js';
 import { type BatchPolicy, batchSize } from './batch-size.js';
+import { DEFAULT_MAX_KEYS, MAX_MAX_KEYS } from './defaults.js';
 import { FailurePolicyDecider, type FailurePolicyOptions } from './failure-policy.js';
 import { addGrant, drain, dropExpired, Lease, promoteIfOlderSpent } from './lease.js';
 import { type GuardEvents, StoreGuard, type StoreGuardOptions } from './store-guard.js';
@@ -50,7 +51,7 @@ export interface LeaseOptions {
   horizonMs?: number;
   /** Smallest batch a refill asks for. @default 1 */
   minBatch?: number;
-  /** Largest batch a refill asks for. @default 1000 */
+  /** Largest batch a refill asks for. @default 100_000 */
   maxBatch?: number;
   /**
    * Fraction of a grant at which a lease admission starts the next refill in the background,
@@ -77,7 +78,7 @@ export interface TieredLimiterOptions extends StoreGuardOptions, FailurePolicyOp
   lease?: LeaseOptions;
   /** Keys tracked at most; the least recently used is evicted and its lease returned. @default 100_000 */
   maxKeys?: number;
-  /** Refills and refunds in flight at once across all keys. @default 128 */
+  /** Refills and refunds in flight at once across all keys. @default 1024 */
   maxConcurrentRefills?: number;
   /**
    * How often, in ms, the hot path's coarse clock is read. Lease expiry is brought forward by
@@ -233,7 +234,7 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
       ),
     );
     this.#leases = new LRUCache<string, Lease>({
-      max: assertInteger('maxKeys', options.maxKeys ?? 100_000, 1, 100_000_000),
+      max: assertInteger('maxKeys', options.maxKeys ?? DEFAULT_MAX_KEYS, 1, MAX_MAX_KEYS),
       dispose: (lease) => this.#detach(lease),
     });
 

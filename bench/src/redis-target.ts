@@ -1,0 +1,116 @@
+import { randomBytes } from 'node:crypto';
+import { recommendedRedisOptions } from '@tiered-limiter/redis';
+import { type RedisServer, startRedis, whenReady } from '@tiered-limiter/test-harness';
+import type { Redis } from 'ioredis';
+import { type CommandCalls, readCommandCalls } from './commandstats.js';
+
+/** The Redis every row of one run uses, and what the run put in it. */
+export interface BenchRedis {
+  readonly url: string;
+  /** One line for the user: which server, and what happens to it and to the keys. */
+  readonly description: string;
+  readonly source: RedisServer['source'];
+  /** `redis_version` from `INFO server`. */
+  readonly version: string;
+  /** Every key this run writes starts with it; `cleanup()` deletes exactly those. */
+  readonly prefix: string;
+  /** A new connected client with `recommendedRedisOptions`, disconnected by `stop()` if not before. */
+  client(): Promise<Redis>;
+  /** Redis's own per-command call counters, read through the admin connection. */
+  commandCalls(): Promise<CommandCalls>;
+  /** Deletes this run's keys (SCAN MATCH prefix*, UNLINK); resolves to how many. */
+  cleanup(): Promise<number>;
+  /** Disconnects every client, and stops the server if this run started it. */
+  stop(): Promise<void>;
+}
+
+/** Raised when no Redis can be had; `main` prints its message alone. */
+export class NoRedisError extends Error {}
+
+/**
+ * `REDIS_URL` if set (used as is: nothing flushed, only this run's keys deleted), else a throwaway
+ * `redis-server` from PATH on a free loopback port, else a testcontainers `redis:7`.
+ */
+export async function openRedis(): Promise<BenchRedis> {
+  let server: RedisServer;
+  try {
+    server = await startRedis();
+  } catch (error) {
+    throw new NoRedisError(
+      `${(error as Error).message.replace('No Redis for the tests.', 'No Redis for the benchmarks.')}`,
+      { cause: error },
+    );
+  }
+  const admin = server.client({ lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null });
+  let connectError: Error | undefined;
+  admin.once('error', (error) => {
+    connectError = error;
+  });
+  try {
+    await admin.connect();
+  } catch (error) {
+    await server.stop();
+    const reason = (connectError ?? (error as Error)).message.replace(/\.$/, '');
+    throw new NoRedisError(
+      `Cannot reach Redis at ${redact(server.url)}: ${reason}. ` +
+        'Check REDIS_URL, or unset it to let the bench start its own redis-server.',
+      { cause: error },
+    );
+  }
+  const version = /^redis_version:(\S+)/m.exec(await admin.info('server'))?.[1] ?? 'unknown';
+  const prefix = `tlbench-${process.pid.toString(36)}-${randomBytes(3).toString('hex')}`;
+  const clients = new Set<Redis>();
+
+  return {
+    url: server.url,
+    source: server.source,
+    version,
+    prefix,
+    description: describe(server, version, prefix),
+    async client() {
+      const client = server.client({ ...recommendedRedisOptions, lazyConnect: true });
+      clients.add(client);
+      await client.connect();
+      await whenReady(client);
+      return client;
+    },
+    commandCalls: () => readCommandCalls(admin),
+    async cleanup() {
+      let deleted = 0;
+      let cursor = '0';
+      do {
+        const [next, keys] = await admin.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+        cursor = next;
+        if (keys.length > 0) deleted += await admin.unlink(...keys);
+      } while (cursor !== '0');
+      return deleted;
+    },
+    async stop() {
+      for (const client of clients) client.disconnect();
+      admin.disconnect();
+      await server.stop();
+    },
+  };
+}
+
+function describe(server: RedisServer, version: string, prefix: string): string {
+  const keys = `keys under "${prefix}*", deleted at the end`;
+  switch (server.source) {
+    case 'env':
+      return `Redis ${version} at REDIS_URL=${redact(server.url)} (nothing flushed; ${keys})`;
+    case 'process':
+      return `a throwaway redis-server ${version} from PATH on ${server.host}:${server.port} (stopped at the end)`;
+    case 'container':
+      return `a throwaway redis:7 container (testcontainers), Redis ${version} at ${server.host}:${server.port} (removed at the end)`;
+  }
+}
+
+function redact(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return '(unparsable REDIS_URL)';
+  }
+}
