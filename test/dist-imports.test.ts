@@ -2,7 +2,8 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { type RedisServer, startRedis } from '@tiered-limiter/test-harness';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 // The built packages, as a user installs them. No vitest alias may stand in for them here, so each
 // is reached by its file path (or, last, by its name through its exports map) in a plain `node`.
@@ -11,7 +12,7 @@ const dist = (pkg: string, file: string) => `${root}packages/${pkg}/dist/${file}
 const run = promisify(execFile);
 
 beforeAll(() => {
-  for (const pkg of ['core', 'local']) {
+  for (const pkg of ['core', 'local', 'redis', 'http']) {
     for (const file of ['index.js', 'index.cjs', 'index.d.ts', 'index.d.cts']) {
       if (!existsSync(dist(pkg, file))) {
         throw new Error(`${dist(pkg, file)} is missing: run \`pnpm build\` before this test`);
@@ -76,5 +77,40 @@ describe('built packages', () => {
     const fromCjs = await run(process.execPath, ['-e', cjs], { cwd });
     expect(JSON.parse(fromEsm.stdout)).toMatchObject({ allowed: true, remaining: 2, limit: 3 });
     expect(JSON.parse(fromCjs.stdout)).toMatchObject({ allowed: true, remaining: 2, limit: 3 });
+  });
+});
+
+describe('built Redis and HTTP packages', () => {
+  let redis: RedisServer;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(() => redis.stop());
+
+  it.each([
+    ['ESM', ['--input-type=module', '-e'], 'await import'],
+    ['CommonJS', ['-e'], 'require'],
+  ])('work from %s: a Redis limiter decides and the HTTP headers render', async (_name, flags, load) => {
+    // Top-level await is ESM only: the CommonJS script runs inside an async function.
+    const body = `
+      const { perSecond } = ${load}('@tiered-limiter/core');
+      const { createRedisLimiter, recommendedRedisOptions } = ${load}('@tiered-limiter/redis');
+      const { rateLimitHeaders, rateLimitPolicy } = ${load}('@tiered-limiter/http');
+      const { Redis } = ${load}('ioredis');
+      const client = new Redis(${JSON.stringify(redis.url)}, recommendedRedisOptions);
+      await new Promise((resolve) => client.once('ready', resolve));
+      const limit = perSecond(5, { name: 'dist' });
+      const limiter = createRedisLimiter({ redis: client, prefix: 'dist-${_name}-' + process.pid, limits: limit, failurePolicy: 'closed' });
+      const decision = await limiter.consume('k');
+      const headers = rateLimitHeaders(decision, rateLimitPolicy(limit));
+      await limiter.close();
+      client.disconnect();
+      process.stdout.write(JSON.stringify({ decision, headers }));
+    `;
+    const script = load === 'require' ? `(async () => { ${body} })();` : body;
+    const { stdout } = await run(process.execPath, [...flags, script], { cwd: `${root}test` });
+    const { decision, headers } = JSON.parse(stdout);
+    expect(decision).toMatchObject({ allowed: true, remaining: 4, limit: 5, tier: 'global' });
+    expect(headers).toMatchObject({ 'RateLimit-Policy': '"dist";q=5;w=1', RateLimit: '"dist";r=4;t=1' });
   });
 });
