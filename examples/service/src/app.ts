@@ -91,7 +91,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       server.closeIdleConnections();
       await closed;
       await Promise.all([login.close(), items.close(), report.close()]);
-      await redis.quit();
+      await redis.quit().catch(() => redis.disconnect());
     },
   };
 }
