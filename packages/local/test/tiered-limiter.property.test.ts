@@ -13,6 +13,48 @@ const step = fc.record({
   advanceMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 20 }), fc.integer({ min: 50, max: 400 })),
 });
 
+const TTL_MS = 200;
+
+/**
+ * `size` limiters sharing one in-memory bucket under one fake clock. One assumed instance lets a
+ * lease take the whole bucket: the hardest case for the bound.
+ */
+function fleetOf(size: number, capacity: number, ratePerSecond: number) {
+  const clock = new FakeClock(0);
+  const store = new MemoryStore({ clock });
+  const limit = defineLimit({ capacity, refillPerSecond: ratePerSecond });
+  const fleet = Array.from(
+    { length: size },
+    () =>
+      new TieredLimiter({
+        store,
+        limits: limit,
+        failurePolicy: 'closed',
+        coarseTickMs: 0,
+        clock,
+        instances: 1,
+        lease: { ttlMs: TTL_MS },
+      }),
+  );
+  return { clock, fleet };
+}
+
+/** Over every window between two admissions: admitted ≤ capacity + rate × (window + lease TTL). */
+function expectFleetBound(
+  admitted: { atMs: number; cost: number }[],
+  capacity: number,
+  ratePerSecond: number,
+) {
+  for (let i = 0; i < admitted.length; i++) {
+    let sum = 0;
+    for (let j = i; j < admitted.length; j++) {
+      sum += admitted[j]!.cost;
+      const windowMs = admitted[j]!.atMs - admitted[i]!.atMs;
+      expect(sum).toBeLessThanOrEqual(capacity + (ratePerSecond * (windowMs + TTL_MS)) / 1000 + 1e-9);
+    }
+  }
+}
+
 describe('TieredLimiter lease logic (fake clock, in-memory store)', () => {
   it('admits no token that was not leased, counts none twice, and stays within the fleet bound', async () => {
     await fc.assert(
@@ -21,23 +63,7 @@ describe('TieredLimiter lease logic (fake clock, in-memory store)', () => {
         fc.integer({ min: 1, max: 20 }),
         fc.integer({ min: 1, max: 50 }),
         async (steps, capacity, ratePerSecond) => {
-          const clock = new FakeClock(0);
-          const store = new MemoryStore({ clock });
-          const limit = defineLimit({ capacity, refillPerSecond: ratePerSecond });
-          const ttlMs = 200;
-          const fleet = [0, 1, 2].map(
-            () =>
-              new TieredLimiter({
-                store,
-                limits: limit,
-                failurePolicy: 'closed',
-                coarseTickMs: 0,
-                clock,
-                // One assumed instance lets a lease take the whole bucket: the hardest case for the bound.
-                instances: 1,
-                lease: { ttlMs },
-              }),
-          );
+          const { clock, fleet } = fleetOf(3, capacity, ratePerSecond);
           const admitted: { atMs: number; key: number; cost: number }[] = [];
           const admittedBy = [0, 0, 0];
           try {
@@ -62,19 +88,13 @@ describe('TieredLimiter lease logic (fake clock, in-memory store)', () => {
               // Conservation: every leased token was spent, is still held, or went back.
               expect(admittedBy[i]! + st.tokensHeld + st.tokensRefunded).toBe(st.tokensLeased);
             });
-            // Over any window, per key: capacity + rate × (window + lease TTL).
+            // Over any window, per key.
             for (const key of [0, 1]) {
-              const events = admitted.filter((a) => a.key === key);
-              for (let i = 0; i < events.length; i++) {
-                let sum = 0;
-                for (let j = i; j < events.length; j++) {
-                  sum += events[j]!.cost;
-                  const windowMs = events[j]!.atMs - events[i]!.atMs;
-                  expect(sum).toBeLessThanOrEqual(
-                    capacity + (ratePerSecond * (windowMs + ttlMs)) / 1000 + 1e-9,
-                  );
-                }
-              }
+              expectFleetBound(
+                admitted.filter((a) => a.key === key),
+                capacity,
+                ratePerSecond,
+              );
             }
           } finally {
             await Promise.all(fleet.map((l) => l.close()));
@@ -100,41 +120,19 @@ describe('TieredLimiter lease logic (fake clock, in-memory store)', () => {
         fc.integer({ min: 2, max: 20 }),
         fc.integer({ min: 20, max: 200 }),
         async (bursts, capacity, ratePerSecond) => {
-          const clock = new FakeClock(0);
-          const store = new MemoryStore({ clock });
-          const limit = defineLimit({ capacity, refillPerSecond: ratePerSecond });
-          const ttlMs = 200;
-          const fleet = [0, 1].map(
-            () =>
-              new TieredLimiter({
-                store,
-                limits: limit,
-                failurePolicy: 'closed',
-                coarseTickMs: 0,
-                clock,
-                instances: 1,
-                lease: { ttlMs },
-              }),
-          );
-          const admittedAt: number[] = [];
+          const { clock, fleet } = fleetOf(2, capacity, ratePerSecond);
+          const admitted: { atMs: number; cost: number }[] = [];
           try {
             for (const b of bursts) {
               const limiter = fleet[b.instance]!;
               for (let i = 0; i < b.requests; i++) {
                 const d = limiter.tryConsume('k') ?? (await limiter.consume('k'));
-                if (d.allowed) admittedAt.push(clock.now());
+                if (d.allowed) admitted.push({ atMs: clock.now(), cost: 1 });
                 await settle();
               }
               clock.advance(b.advanceMs);
             }
-            for (let i = 0; i < admittedAt.length; i++) {
-              for (let j = i; j < admittedAt.length; j++) {
-                const windowMs = admittedAt[j]! - admittedAt[i]!;
-                expect(j - i + 1).toBeLessThanOrEqual(
-                  capacity + (ratePerSecond * (windowMs + ttlMs)) / 1000 + 1e-9,
-                );
-              }
-            }
+            expectFleetBound(admitted, capacity, ratePerSecond);
           } finally {
             await Promise.all(fleet.map((l) => l.close()));
           }
