@@ -1,4 +1,4 @@
-import { allowDecision, type Decision, type LimitSpec } from '@tiered-limiter/core';
+import { allowDecision, type Decision, defineLimit, type LimitSpec } from '@tiered-limiter/core';
 import { LocalLimiter } from '@tiered-limiter/local';
 import { createRedisLimiter, createTieredLimiter, RedisStore } from '@tiered-limiter/redis';
 import type { Redis } from 'ioredis';
@@ -34,7 +34,7 @@ export function peerLimitOf(limit: LimitSpec): PeerLimit {
   return { points: Math.max(1, Math.round(limit.refillPerSecond)), durationS: 1 };
 }
 
-const ALWAYS: Decision = allowDecision(1, 0, 1, 'local');
+const ALWAYS: Decision = allowDecision(1, 0, defineLimit({ capacity: 1, refillPerSecond: 1 }), 'local');
 const admit = () => true;
 /** rate-limiter-flexible resolves an admission and rejects a denial with its result, a failure with an Error. */
 const deny = (reason: unknown): boolean => {

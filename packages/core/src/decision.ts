@@ -1,4 +1,5 @@
 import type { StoreError } from './errors.js';
+import type { LimitSpec } from './limit.js';
 
 /**
  * Which part of the limiter made a decision: `local` an in-process bucket (`LocalLimiter`),
@@ -26,8 +27,14 @@ export interface Decision {
   readonly retryAfterMs: number;
   /** Milliseconds until every limit is full again (the longest over the limits). */
   readonly resetMs: number;
-  /** Capacity of the tightest limit (the `RateLimit-Limit` a server would announce). */
+  /** Capacity of the limit this decision speaks of (the `RateLimit-Limit` a server would announce). */
   readonly limit: number;
+  /**
+   * Name of the limit this decision speaks of: the one that denied, or else the tightest (fewest
+   * whole tokens left, the first listed on a tie). `remaining`, `limit` and `retryAfterMs` are
+   * that limit's, so a caller never mixes one limit's name with another's numbers.
+   */
+  readonly name: string;
   /** Which tier decided. */
   readonly tier: DecisionTier;
   /** The failure policy that decided, when `tier` is `fallback`; else `undefined`. */
@@ -48,7 +55,7 @@ export interface Decision {
 export function allowDecision(
   remaining: number,
   resetMs: number,
-  limit: number,
+  spec: LimitSpec,
   tier: DecisionTier,
   policy?: FailurePolicy,
   error?: StoreError,
@@ -58,7 +65,8 @@ export function allowDecision(
     remaining: remaining > 0 ? remaining : 0,
     retryAfterMs: 0,
     resetMs,
-    limit,
+    limit: spec.capacity,
+    name: spec.name,
     tier,
     policy,
     error,
@@ -71,7 +79,7 @@ export function denyDecision(
   retryAfterMs: number,
   remaining: number,
   resetMs: number,
-  limit: number,
+  spec: LimitSpec,
   tier: DecisionTier,
   policy?: FailurePolicy,
   error?: StoreError,
@@ -81,7 +89,8 @@ export function denyDecision(
     remaining: remaining > 0 ? remaining : 0,
     retryAfterMs: retryAfterMs >= 1 ? Math.ceil(retryAfterMs) : 1,
     resetMs,
-    limit,
+    limit: spec.capacity,
+    name: spec.name,
     tier,
     policy,
     error,

@@ -25,6 +25,7 @@ export {
   TieredLimiterError,
 } from './errors.js';
 export type { LimitOptions, LimitSpec, RateOptions } from './limit.js';
+export type { Limiter, LimiterEvents, LimiterStats, SyncLimiter } from './limiter.js';
 export {
   assertCost,
   assertKey,
@@ -37,7 +38,9 @@ export {
   perMinute,
   perSecond,
   smallestCapacity,
+  tightestWhenFull,
 } from './limit.js';
 export type { BucketReply, GlobalStore, ReserveReply, TakeReply } from './store.js';
 export { assertStore } from './store.js';
+export { isTighter } from './tightest.js';
 export { assertInRange, assertInteger, assertOneOf, assertPositive } from './validate.js';

@@ -164,3 +164,15 @@ export function assertKey(key: unknown): string {
   if (typeof key !== 'string') throw new ArgumentError('key', key, 'a string');
   return key;
 }
+
+/**
+ * The limit a decision speaks of when every bucket is full: the smallest capacity, and of
+ * equal capacities the slowest to refill, then the first listed (core's `isTighter` rule).
+ */
+export function tightestWhenFull(limits: readonly LimitSpec[]): LimitSpec {
+  let at = limits[0]!;
+  for (const spec of limits) {
+    if (spec.capacity < at.capacity || (spec.capacity === at.capacity && spec.fillMs > at.fillMs)) at = spec;
+  }
+  return at;
+}

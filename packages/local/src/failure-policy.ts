@@ -12,6 +12,7 @@ import {
   type LimitSpec,
   type StoreError,
   smallestCapacity,
+  tightestWhenFull,
 } from '@tiered-limiter/core';
 import { DEFAULT_CLOSED_RETRY_AFTER_MS } from './guard-defaults.js';
 import { LocalLimiter } from './local-limiter.js';
@@ -56,14 +57,14 @@ export interface FailurePolicyOptions {
 export class FailurePolicyDecider {
   /** The declared policy. */
   readonly policy: FailurePolicy;
-  readonly #limit: number;
+  readonly #limit: LimitSpec;
   readonly #closedRetryAfterMs: number;
   readonly #local: LocalLimiter | undefined;
   readonly #localMaxCost: number;
 
   constructor(options: FailurePolicyOptions, limits: readonly LimitSpec[], clock: Clock) {
     this.policy = assertOneOf('failurePolicy', options.failurePolicy, POLICIES);
-    this.#limit = smallestCapacity(limits);
+    this.#limit = tightestWhenFull(limits);
     this.#closedRetryAfterMs = assertInteger(
       'closedRetryAfterMs',
       options.closedRetryAfterMs ?? DEFAULT_CLOSED_RETRY_AFTER_MS,
@@ -91,9 +92,7 @@ export class FailurePolicyDecider {
           return denyDecision(this.#closedRetryAfterMs, 0, 0, this.#limit, 'fallback', 'local', error);
         }
         const d = this.#local!.tryConsume(key, cost);
-        return d.allowed
-          ? allowDecision(d.remaining, d.resetMs, d.limit, 'fallback', 'local', error)
-          : denyDecision(d.retryAfterMs, d.remaining, d.resetMs, d.limit, 'fallback', 'local', error);
+        return { ...d, tier: 'fallback', policy: 'local', error };
       }
     }
   }

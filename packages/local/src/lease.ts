@@ -1,4 +1,4 @@
-import type { ReserveReply } from '@tiered-limiter/core';
+import type { LimitSpec, ReserveReply } from '@tiered-limiter/core';
 
 /**
  * One key's lease: tokens this instance already took from the global bucket, in at most two
@@ -38,14 +38,14 @@ export class Lease {
   replyAtMs: number;
   /** The last reply's `resetMs`. */
   resetMs = 0;
-  /** Capacity of the tightest limit. */
-  limit: number;
+  /** The tightest limit. */
+  limit: LimitSpec;
 
-  constructor(key: string, nowMs: number, limit: number) {
+  constructor(key: string, nowMs: number, limit: LimitSpec) {
     this.key = key;
     this.lastRefillAtMs = nowMs;
     this.replyAtMs = nowMs;
-    this.globalRemaining = limit;
+    this.globalRemaining = limit.capacity;
     this.limit = limit;
   }
 }

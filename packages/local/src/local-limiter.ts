@@ -13,12 +13,14 @@ import {
   denyDecision,
   fullBucket,
   isFullAt,
+  isTighter,
   type LimitSpec,
   msUntilFull,
   msUntilTokens,
   refilled,
   shadowOf,
   smallestCapacity,
+  tightestWhenFull,
   tryTake,
   wholeTokens,
 } from '@tiered-limiter/core';
@@ -114,7 +116,7 @@ export class LocalLimiter {
     this.#clock = clock;
     this.#maxCost = smallestCapacity(this.limits);
     this.#single = this.limits.length === 1 ? this.limits[0] : undefined;
-    this.#tightestWhenFull = this.limits.find((spec) => spec.capacity === this.#maxCost)!;
+    this.#tightestWhenFull = tightestWhenFull(this.limits);
     this.#buckets = new LRUCache<string, Buckets>({ max: maxKeys });
   }
 
@@ -138,14 +140,14 @@ export class LocalLimiter {
     }
     if (tryTake(bucket, spec, cost, now)) {
       const left = bucket.tokens;
-      return allowDecision(wholeTokens(left), msUntilFull(left, spec), spec.capacity, 'local');
+      return allowDecision(wholeTokens(left), msUntilFull(left, spec), spec, 'local');
     }
     const have = bucket.tokens;
     const denied = denyDecision(
       msUntilTokens(have, cost, spec),
       wholeTokens(have),
       msUntilFull(have, spec),
-      spec.capacity,
+      spec,
       'local',
     );
     return this.shadow ? shadowOf(denied) : denied;
@@ -162,32 +164,33 @@ export class LocalLimiter {
     if (stored === undefined) return this.#fullDecision();
     const buckets = Array.isArray(stored) ? stored : [stored];
     const limits = this.limits;
-    let allowed = true;
     let full = true;
-    let remaining = Number.POSITIVE_INFINITY;
-    let limit = 0;
-    let retryAfterMs = 0;
-    let resetMs = 0;
+    let at = 0;
+    let atWait = 0;
+    let atRemaining = 0;
+    let atFull = 0;
     for (let i = 0; i < limits.length; i++) {
       const spec = limits[i]!;
       const bucket = buckets[i]!;
       const tokens = refilled(bucket.tokens, now - bucket.updatedAtMs, spec);
       if (!covers(tokens, spec.capacity)) full = false;
-      if (!covers(tokens, 1)) allowed = false;
+      const wait = msUntilTokens(tokens, 1, spec);
       const whole = wholeTokens(tokens);
-      if (whole < remaining) {
-        remaining = whole;
-        limit = spec.capacity;
+      const fullIn = msUntilFull(tokens, spec);
+      if (i === 0 || isTighter(wait, whole, fullIn, atWait, atRemaining, atFull)) {
+        at = i;
+        atWait = wait;
+        atRemaining = whole;
+        atFull = fullIn;
       }
-      retryAfterMs = Math.max(retryAfterMs, msUntilTokens(tokens, 1, spec));
-      resetMs = Math.max(resetMs, msUntilFull(tokens, spec));
     }
     if (full) {
       this.#buckets.delete(key);
       return this.#fullDecision();
     }
-    if (allowed) return allowDecision(remaining, resetMs, limit, 'local');
-    const denied = denyDecision(retryAfterMs, remaining, resetMs, limit, 'local');
+    const spec = limits[at]!;
+    if (atWait === 0) return allowDecision(atRemaining, atFull, spec, 'local');
+    const denied = denyDecision(atWait, atRemaining, atFull, spec, 'local');
     return this.shadow ? shadowOf(denied) : denied;
   }
 
@@ -233,30 +236,33 @@ export class LocalLimiter {
       advance(bucket, limits[i]!, now);
       if (!covers(bucket.tokens, cost)) admit = false;
     }
-    let remaining = Number.POSITIVE_INFINITY;
-    let limit = 0;
-    let retryAfterMs = 0;
-    let resetMs = 0;
+    let at = 0;
+    let atWait = 0;
+    let atRemaining = 0;
+    let atFull = 0;
     for (let i = 0; i < n; i++) {
       const spec = limits[i]!;
       const bucket = buckets[i]!;
       if (admit) tryTake(bucket, spec, cost, now);
-      else retryAfterMs = Math.max(retryAfterMs, msUntilTokens(bucket.tokens, cost, spec));
+      const wait = admit ? 0 : msUntilTokens(bucket.tokens, cost, spec);
       const whole = wholeTokens(bucket.tokens);
-      if (whole < remaining) {
-        remaining = whole;
-        limit = spec.capacity;
+      const fullIn = msUntilFull(bucket.tokens, spec);
+      if (i === 0 || isTighter(wait, whole, fullIn, atWait, atRemaining, atFull)) {
+        at = i;
+        atWait = wait;
+        atRemaining = whole;
+        atFull = fullIn;
       }
-      resetMs = Math.max(resetMs, msUntilFull(bucket.tokens, spec));
     }
-    if (admit) return allowDecision(remaining, resetMs, limit, 'local');
-    const denied = denyDecision(retryAfterMs, remaining, resetMs, limit, 'local');
+    const spec = limits[at]!;
+    if (admit) return allowDecision(atRemaining, atFull, spec, 'local');
+    const denied = denyDecision(atWait, atRemaining, atFull, spec, 'local');
     return this.shadow ? shadowOf(denied) : denied;
   }
 
   #fullDecision(): Decision {
     const spec = this.#tightestWhenFull;
-    return allowDecision(spec.capacity, 0, spec.capacity, 'local');
+    return allowDecision(spec.capacity, 0, spec, 'local');
   }
 
   #isFull(stored: Buckets, now: number): boolean {

@@ -118,7 +118,7 @@ export class RequestLimiter extends EventEmitter<GuardEvents> {
     this.#storeCalls++;
     const result = await this.#guard.run(() => this.#store.take(key, this.limits, cost));
     if (!result.ok) return this.#count(this.#policy.decide(key, cost, result.error));
-    return this.#count(fromTake(result.value));
+    return this.#count(fromTake(result.value, this.limits));
   }
 
   /** Counters since the limiter was made. */
@@ -150,8 +150,9 @@ export class RequestLimiter extends EventEmitter<GuardEvents> {
   }
 }
 
-function fromTake(reply: TakeReply): Decision {
+function fromTake(reply: TakeReply, limits: readonly LimitSpec[]): Decision {
+  const spec = limits.find((l) => l.capacity === reply.limit) ?? limits[0]!;
   return reply.allowed
-    ? allowDecision(reply.remaining, reply.resetMs, reply.limit, 'global')
-    : denyDecision(reply.retryAfterMs, reply.remaining, reply.resetMs, reply.limit, 'global');
+    ? allowDecision(reply.remaining, reply.resetMs, spec, 'global')
+    : denyDecision(reply.retryAfterMs, reply.remaining, reply.resetMs, spec, 'global');
 }

@@ -17,6 +17,7 @@ import {
   type ReserveReply,
   shadowOf,
   smallestCapacity,
+  tightestWhenFull,
 } from '@tiered-limiter/core';
 import { LRUCache } from 'lru-cache';
 import pLimit, { type LimitFunction } from 'p-limit';
@@ -413,7 +414,7 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
   #leaseFor(key: string): Lease {
     let lease = this.#leases.get(key);
     if (lease === undefined) {
-      lease = new Lease(key, this.#clock.now(), this.#capacity);
+      lease = new Lease(key, this.#clock.now(), tightestWhenFull(this.limits));
       this.#leases.set(key, lease);
     }
     return lease;
@@ -485,7 +486,7 @@ export class TieredLimiter extends EventEmitter<GuardEvents> {
     lease.globalRemaining = reply.remaining;
     lease.replyAtMs = now;
     lease.resetMs = reply.resetMs;
-    lease.limit = reply.limit;
+    lease.limit = this.limits.find((l) => l.capacity === reply.limit) ?? lease.limit;
     if (reply.granted > 0) {
       // The token's life is counted from when it was asked for, before Redis granted it, and
       // shortened by one coarse tick because the hot path may read a clock that old.

@@ -244,23 +244,29 @@ describe('LocalLimiter, small exhaustive cases', () => {
   const ADVANCES = [0, 1, 2, 3];
 
   function modelDecision(quarters: number[], limits: LimitSpec[], cost: number, allowed: boolean): Decision {
-    let remaining = Number.POSITIVE_INFINITY;
-    let limit = 0;
-    let retryAfterMs = 0;
-    let resetMs = 0;
+    // One limit speaks for the decision (core's isTighter): the longest wait, then the fewest
+    // whole tokens, then the longest time until full, then the first listed.
+    let at = 0;
+    let best: [number, number, number] = [0, 0, 0];
     limits.forEach((spec, i) => {
       const q = quarters[i]!;
       const perMs = spec.refillPerSecond / 250;
-      if (Math.floor(q / 4) < remaining) {
-        remaining = Math.floor(q / 4);
-        limit = spec.capacity;
+      const wait = allowed ? 0 : Math.ceil(Math.max(0, cost * 4 - q) / perMs);
+      const whole = Math.floor(q / 4);
+      const full = Math.ceil((spec.capacity * 4 - q) / perMs);
+      const tighter =
+        i === 0 ||
+        wait > best[0] ||
+        (wait === best[0] && (whole < best[1] || (whole === best[1] && full > best[2])));
+      if (tighter) {
+        at = i;
+        best = [wait, whole, full];
       }
-      retryAfterMs = Math.max(retryAfterMs, Math.ceil(Math.max(0, cost * 4 - q) / perMs));
-      resetMs = Math.max(resetMs, Math.ceil((spec.capacity * 4 - q) / perMs));
     });
+    const spec = limits[at]!;
     return allowed
-      ? allowDecision(remaining, resetMs, limit, 'local')
-      : denyDecision(retryAfterMs, remaining, resetMs, limit, 'local');
+      ? allowDecision(best[1], best[2], spec, 'local')
+      : denyDecision(best[0], best[1], best[2], spec, 'local');
   }
 
   /** Runs every trace of `steps` requests and returns how many it checked, or the first mismatch. */

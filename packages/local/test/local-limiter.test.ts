@@ -23,7 +23,7 @@ describe('LocalLimiter, one limit', () => {
   it('admits the burst with exact remaining and reset, then denies with the exact wait', () => {
     const { limiter } = setup(perSecond(10));
     for (let i = 1; i <= 10; i++) {
-      expect(limiter.tryConsume('a')).toEqual(allowDecision(10 - i, i * 100, 10, 'local'));
+      expect(limiter.tryConsume('a')).toEqual(allowDecision(10 - i, i * 100, perSecond(10), 'local'));
     }
     expect(limiter.tryConsume('a')).toEqual({
       allowed: false,
@@ -31,6 +31,7 @@ describe('LocalLimiter, one limit', () => {
       retryAfterMs: 100,
       resetMs: 1000,
       limit: 10,
+      name: '10ps',
       tier: 'local',
       policy: undefined,
       error: undefined,
@@ -87,19 +88,21 @@ describe('LocalLimiter, several limits', () => {
 
   it('admits only what every limit admits, and speaks of the tightest', () => {
     const { clock, limiter } = setup([perSec, perMin]);
-    expect(limiter.tryConsume('a')).toEqual(allowDecision(1, 20_000, 2, 'local'));
-    expect(limiter.tryConsume('a')).toEqual(allowDecision(0, 40_000, 2, 'local'));
-    // Both limits short: wait for the slower one.
+    // Every field speaks of one limit: the one with the fewest tokens left, its own reset.
+    expect(limiter.tryConsume('a')).toEqual(allowDecision(1, 500, perSec, 'local'));
+    expect(limiter.tryConsume('a')).toEqual(allowDecision(0, 1000, perSec, 'local'));
+    // The per-second limit denies: the decision names it, with its wait and its reset.
     expect(limiter.tryConsume('a')).toMatchObject({
       allowed: false,
       remaining: 0,
       retryAfterMs: 500,
-      resetMs: 40_000,
+      resetMs: 1000,
       limit: 2,
+      name: 'sec',
     });
     clock.advance(500);
-    // Both at 0 whole tokens: a tie goes to the limit listed first.
-    expect(limiter.tryConsume('a')).toMatchObject({ allowed: true, remaining: 0, limit: 2 });
+    // Both at 0 whole tokens: the one slower to fill binds harder.
+    expect(limiter.tryConsume('a')).toMatchObject({ allowed: true, remaining: 0, limit: 3, name: 'min' });
     clock.advance(500);
     // The per-second bucket has a token again; the per-minute one has 0.05 and decides the wait.
     expect(limiter.tryConsume('a')).toMatchObject({
@@ -108,6 +111,7 @@ describe('LocalLimiter, several limits', () => {
       retryAfterMs: 19_000,
       resetMs: 59_000,
       limit: 3,
+      name: 'min',
     });
   });
 
@@ -125,14 +129,14 @@ describe('LocalLimiter, several limits', () => {
 
   it('names the smallest capacity as the limit of a key it has not seen', () => {
     const { limiter } = setup([perHour(100, { name: 'h' }), perSecond(4, { name: 's' })]);
-    expect(limiter.peek('new')).toEqual(allowDecision(4, 0, 4, 'local'));
+    expect(limiter.peek('new')).toEqual(allowDecision(4, 0, perSecond(4, { name: 's' }), 'local'));
     expect(() => limiter.tryConsume('a', 5)).toThrowError(CostExceedsCapacityError);
   });
 
-  it('reports the largest reset among the limits', () => {
+  it("reports the reset of the limit it speaks of, never another limit's", () => {
     const { limiter } = setup([perSecond(10, { name: 's' }), perHour(3600, { name: 'h' })]);
-    // 1 token gone from each: 100 ms to refill the first, 1000 ms the second.
-    expect(limiter.tryConsume('a')).toEqual(allowDecision(9, 1000, 10, 'local'));
+    // 1 token gone from each: 100 ms to refill the first, 1000 ms the second; 9 left in the first.
+    expect(limiter.tryConsume('a')).toEqual(allowDecision(9, 100, perSecond(10, { name: 's' }), 'local'));
   });
 });
 
@@ -167,7 +171,7 @@ describe('LocalLimiter memory', () => {
     expect(limiter.size).toBe(1);
     clock.advance(1);
     expect(limiter.size).toBe(0);
-    expect(limiter.tryConsume('a')).toEqual(allowDecision(9, 100, 10, 'local'));
+    expect(limiter.tryConsume('a')).toEqual(allowDecision(9, 100, perSecond(10), 'local'));
   });
 
   it('forgets a multi-limit key only when every bucket is full', () => {
@@ -204,8 +208,8 @@ describe('LocalLimiter.peek', () => {
   it('reports without taking', () => {
     const { clock, limiter } = setup(perSecond(10));
     limiter.tryConsume('a', 9);
-    expect(limiter.peek('a')).toEqual(allowDecision(1, 900, 10, 'local'));
-    expect(limiter.peek('a')).toEqual(allowDecision(1, 900, 10, 'local'));
+    expect(limiter.peek('a')).toEqual(allowDecision(1, 900, perSecond(10), 'local'));
+    expect(limiter.peek('a')).toEqual(allowDecision(1, 900, perSecond(10), 'local'));
     limiter.tryConsume('a');
     clock.advance(40);
     expect(limiter.peek('a')).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 60, resetMs: 960 });
@@ -225,9 +229,9 @@ describe('LocalLimiter.peek', () => {
     const { clock, limiter } = setup(perSecond(10));
     limiter.tryConsume('a');
     clock.advance(100);
-    expect(limiter.peek('a')).toEqual(allowDecision(10, 0, 10, 'local'));
+    expect(limiter.peek('a')).toEqual(allowDecision(10, 0, perSecond(10), 'local'));
     clock.set(0); // a clock stepping back must not resurrect it
-    expect(limiter.peek('a')).toEqual(allowDecision(10, 0, 10, 'local'));
+    expect(limiter.peek('a')).toEqual(allowDecision(10, 0, perSecond(10), 'local'));
   });
 });
 
@@ -235,14 +239,15 @@ describe('LocalLimiter shadow mode', () => {
   it('admits everything, marks what enforcement would deny, and charges as enforcement would', () => {
     const { clock, limiter } = setup(perSecond(2), { shadow: true });
     expect(limiter.shadow).toBe(true);
-    expect(limiter.tryConsume('a')).toEqual(allowDecision(1, 500, 2, 'local'));
-    expect(limiter.tryConsume('a')).toEqual(allowDecision(0, 1000, 2, 'local'));
+    expect(limiter.tryConsume('a')).toEqual(allowDecision(1, 500, perSecond(2), 'local'));
+    expect(limiter.tryConsume('a')).toEqual(allowDecision(0, 1000, perSecond(2), 'local'));
     const would = {
       allowed: true,
       remaining: 0,
       retryAfterMs: 0,
       resetMs: 1000,
       limit: 2,
+      name: '2ps',
       tier: 'local',
       policy: undefined,
       error: undefined,
@@ -252,7 +257,7 @@ describe('LocalLimiter shadow mode', () => {
     expect(limiter.tryConsume('a')).toEqual(would); // a shadow admission takes nothing
     expect(limiter.peek('a')).toEqual(would);
     clock.advance(500);
-    expect(limiter.tryConsume('a')).toEqual(allowDecision(0, 1000, 2, 'local'));
+    expect(limiter.tryConsume('a')).toEqual(allowDecision(0, 1000, perSecond(2), 'local'));
   });
 
   it('works with several limits', () => {
