@@ -83,7 +83,10 @@ export function bareStore(redis: Redis, prefix: string, limit: LimitSpec): Subje
   const store = new RedisStore({ redis, prefix });
   const limits = [limit];
   return {
-    decider: { sync: undefined, async: (key) => store.take(key, limits, 1).then((reply) => reply.allowed) },
+    decider: {
+      sync: undefined,
+      async: (key) => store.apply({ key, limits, take: 1 }).then((reply) => reply.ok),
+    },
     close: async () => {},
   };
 }

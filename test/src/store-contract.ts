@@ -1,4 +1,4 @@
-import { defineLimit, type GlobalStore, perMinute } from '@tiered-limiter/core';
+import { defineLimit, type GlobalStore, type LimitSpec, perMinute } from '@tiered-limiter/core';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { sleepUntil, stopwatch } from './real-time.js';
 
@@ -8,6 +8,8 @@ const hundred = defineLimit({ capacity: 100, refillPerSecond: 10, name: 'hundred
 const slow = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'slow' });
 /** 1,000 s per token, in ms. */
 const SLOW_TOKEN_MS = 1_000_000;
+/** How long the store holds a lease in these tests: far longer than any test runs. */
+const HOLD_MS = 600_000;
 /** Attempts `quickly` makes before it gives up on a machine too loaded for a real-time check. */
 const QUICK_ATTEMPTS = 5;
 
@@ -33,28 +35,45 @@ export function describeStoreContract(
     let keys = 0;
     /** A key no other test of this suite uses. */
     const fresh = (label: string) => `${label}#${++keys}`;
+    const take = (key: string, limits: LimitSpec[], cost: number) => store.apply({ key, limits, take: cost });
+    const peek = (key: string, limits: LimitSpec[]) => store.apply({ key, limits });
+    const reserve = (key: string, limits: LimitSpec[], want: number, min: number, holdMs = HOLD_MS) =>
+      store.apply({ key, limits, reserve: { want, min, holdMs } });
+    const report = (key: string, limits: LimitSpec[], generation: number, spent: number, returned: number) =>
+      store.apply({ key, limits, reports: [{ generation, spent, returned }] });
 
     beforeAll(async () => {
       store = await makeStore();
     });
 
     it('admits a new key and leaves capacity − cost (capacity 100, 10/s, cost 1)', async () => {
-      expect(await store.take(fresh('new'), [hundred], 1)).toEqual({
-        allowed: true,
+      expect(await take(fresh('new'), [hundred], 1)).toEqual({
+        ok: true,
+        granted: 1,
+        generation: 0,
         remaining: 99,
         retryAfterMs: 0,
         resetMs: 100,
-        limit: 100,
+        limitIndex: 0,
       });
     });
 
-    it('peek reports a new key full, and takes nothing', async () => {
+    it('a peek reports a new key full, and takes nothing', async () => {
       const key = fresh('peek');
-      expect(await store.peek(key, [hundred])).toEqual({ remaining: 100, resetMs: 0, limit: 100 });
-      expect(await store.peek(key, [hundred])).toEqual({ remaining: 100, resetMs: 0, limit: 100 });
+      const full = {
+        ok: true,
+        granted: 0,
+        generation: 0,
+        remaining: 100,
+        retryAfterMs: 0,
+        resetMs: 0,
+        limitIndex: 0,
+      };
+      expect(await peek(key, [hundred])).toEqual(full);
+      expect(await peek(key, [hundred])).toEqual(full);
       const clock = stopwatch();
-      expect((await store.take(key, [hundred], 1)).remaining).toBe(99);
-      const peeked = await store.peek(key, [hundred]);
+      expect((await take(key, [hundred], 1)).remaining).toBe(99);
+      const peeked = await peek(key, [hundred]);
       expect(peeked.remaining).toBe(99);
       expectWindow(peeked.resetMs, 100, clock());
     });
@@ -63,10 +82,18 @@ export function describeStoreContract(
       const five = defineLimit({ capacity: 5, refillPerSecond: 10, name: 'five' });
       const { drained, denied, elapsed } = await quickly(80, async () => {
         const key = fresh('exact');
-        return { drained: await store.take(key, [five], 5), denied: await store.take(key, [five], 1) };
+        return { drained: await take(key, [five], 5), denied: await take(key, [five], 1) };
       });
-      expect(drained).toEqual({ allowed: true, remaining: 0, retryAfterMs: 0, resetMs: 500, limit: 5 });
-      expect(denied).toMatchObject({ allowed: false, remaining: 0, limit: 5 });
+      expect(drained).toEqual({
+        ok: true,
+        granted: 5,
+        generation: 0,
+        remaining: 0,
+        retryAfterMs: 0,
+        resetMs: 500,
+        limitIndex: 0,
+      });
+      expect(denied).toMatchObject({ ok: false, granted: 0, remaining: 0, limitIndex: 0 });
       expectWindow(denied.retryAfterMs, 100, elapsed);
       expectWindow(denied.resetMs, 500, elapsed);
     });
@@ -74,13 +101,10 @@ export function describeStoreContract(
     it('denies a drained bucket with retryAfterMs ≈ one token at the refill rate (100 ms)', async () => {
       const { drained, denied, elapsed } = await quickly(80, async () => {
         const key = fresh('drain');
-        return {
-          drained: await store.take(key, [hundred], 100),
-          denied: await store.take(key, [hundred], 1),
-        };
+        return { drained: await take(key, [hundred], 100), denied: await take(key, [hundred], 1) };
       });
-      expect(drained).toMatchObject({ allowed: true, remaining: 0, resetMs: 10_000 });
-      expect(denied).toMatchObject({ allowed: false, remaining: 0, limit: 100 });
+      expect(drained).toMatchObject({ ok: true, remaining: 0, resetMs: 10_000 });
+      expect(denied).toMatchObject({ ok: false, remaining: 0 });
       expect(denied.retryAfterMs).toBeGreaterThan(0);
       expectWindow(denied.retryAfterMs, 100, elapsed);
       expectWindow(denied.resetMs, 10_000, elapsed);
@@ -90,148 +114,175 @@ export function describeStoreContract(
       const fast = defineLimit({ capacity: 2, refillPerSecond: 5, name: 'fast' });
       const { key, denied } = await quickly(150, async () => {
         const key = fresh('retry');
-        await store.take(key, [fast], 2);
-        return { key, denied: await store.take(key, [fast], 1) };
+        await take(key, [fast], 2);
+        return { key, denied: await take(key, [fast], 1) };
       });
-      expect(denied.allowed).toBe(false);
+      expect(denied.ok).toBe(false);
       // The store decided before its reply arrived: retryAfterMs from now is enough on any clock.
       await sleepUntil(performance.now() + denied.retryAfterMs);
-      expect((await store.take(key, [fast], 1)).allowed).toBe(true);
+      expect((await take(key, [fast], 1)).ok).toBe(true);
     });
 
     it('denies a cost above what is left, takes nothing, and admits what is left', async () => {
       const key = fresh('partial');
       const clock = stopwatch();
-      expect(await store.take(key, [slow], 7)).toMatchObject({ allowed: true, remaining: 3 });
-      const denied = await store.take(key, [slow], 4);
-      expect(denied).toMatchObject({ allowed: false, remaining: 3, limit: 10 });
+      expect(await take(key, [slow], 7)).toMatchObject({ ok: true, remaining: 3 });
+      const denied = await take(key, [slow], 4);
+      expect(denied).toMatchObject({ ok: false, remaining: 3 });
       expectWindow(denied.retryAfterMs, SLOW_TOKEN_MS, clock());
-      expect(await store.take(key, [slow], 3)).toMatchObject({ allowed: true, remaining: 0 });
+      expect(await take(key, [slow], 3)).toMatchObject({ ok: true, remaining: 0 });
     });
 
-    it('refund gives tokens back and never past capacity', async () => {
-      const key = fresh('refund');
+    it('credit gives tokens back and never past capacity; on an unknown key it leaves it full', async () => {
+      const key = fresh('credit');
       const clock = stopwatch();
-      expect((await store.take(key, [slow], 3)).remaining).toBe(7);
-      const refunded = await store.refund(key, [slow], 2);
-      expect(refunded).toMatchObject({ remaining: 9, limit: 10 });
-      expectWindow(refunded.resetMs, SLOW_TOKEN_MS, clock());
-      expect(await store.refund(key, [slow], 5)).toEqual({ remaining: 10, resetMs: 0, limit: 10 });
-      expect(await store.peek(key, [slow])).toEqual({ remaining: 10, resetMs: 0, limit: 10 });
-    });
-
-    it('refund on an unknown key leaves it full', async () => {
-      expect(await store.refund(fresh('refund-new'), [slow], 3)).toEqual({
+      expect((await take(key, [slow], 3)).remaining).toBe(7);
+      const credited = await store.apply({ key, limits: [slow], credit: 2 });
+      expect(credited).toMatchObject({ ok: true, remaining: 9 });
+      expectWindow(credited.resetMs, SLOW_TOKEN_MS, clock());
+      expect(await store.apply({ key, limits: [slow], credit: 5 })).toMatchObject({
         remaining: 10,
         resetMs: 0,
-        limit: 10,
       });
+      expect(await peek(key, [slow])).toMatchObject({ remaining: 10, resetMs: 0 });
+      expect(await store.apply({ key: fresh('credit-new'), limits: [slow], credit: 3 })).toMatchObject({
+        remaining: 10,
+        resetMs: 0,
+      });
+    });
+
+    it('debit takes regardless, into debt at most a capacity deep, and says how long until a token', async () => {
+      const key = fresh('debit');
+      const clock = stopwatch();
+      expect(await store.apply({ key, limits: [slow], debit: 4 })).toMatchObject({ ok: true, remaining: 6 });
+      const debt = await store.apply({ key, limits: [slow], debit: 100 });
+      expect(debt).toMatchObject({ ok: false, remaining: 0 });
+      // 10 in debt: 11 tokens to wait for before one is there.
+      expectWindow(debt.retryAfterMs, 11 * SLOW_TOKEN_MS, clock());
+      expect(await take(key, [slow], 1)).toMatchObject({ ok: false });
     });
 
     it('reserve grants up to want, then what is left, then nothing with the wait for min', async () => {
       const key = fresh('reserve');
-      const clock = stopwatch();
-      expect(await store.reserve(key, [slow], 4, 1)).toMatchObject({
-        granted: 4,
-        remaining: 6,
-        retryAfterMs: 0,
-        limit: 10,
-      });
-      expect(await store.reserve(key, [slow], 10, 1)).toMatchObject({
-        granted: 6,
-        remaining: 0,
-        retryAfterMs: 0,
-      });
-      const none = await store.reserve(key, [slow], 5, 1);
-      const elapsed = clock();
-      expect(none).toMatchObject({ granted: 0, remaining: 0, limit: 10 });
-      expectWindow(none.retryAfterMs, SLOW_TOKEN_MS, elapsed);
-      expectWindow(none.resetMs, 10 * SLOW_TOKEN_MS, elapsed);
+      const first = await reserve(key, [slow], 4, 1);
+      expect(first).toMatchObject({ ok: true, granted: 4, remaining: 6, retryAfterMs: 0, limitIndex: 0 });
+      expect(first.generation).toBeGreaterThan(0);
+      expect(await reserve(key, [slow], 10, 1)).toMatchObject({ granted: 6, remaining: 0, retryAfterMs: 0 });
+      const none = await reserve(key, [slow], 5, 1);
+      expect(none).toMatchObject({ ok: false, granted: 0, generation: 0, remaining: 0 });
+      // Nothing refills while the leases hold the whole bucket: the wait runs past their release.
+      expect(none.retryAfterMs).toBeGreaterThan(SLOW_TOKEN_MS);
     });
 
     it('reserve grants nothing below min, and says when min tokens will be there', async () => {
       const key = fresh('reserve-min');
       const clock = stopwatch();
-      expect((await store.take(key, [slow], 8)).remaining).toBe(2);
-      const none = await store.reserve(key, [slow], 8, 3);
-      expect(none).toMatchObject({ granted: 0, remaining: 2, limit: 10 });
+      expect((await take(key, [slow], 8)).remaining).toBe(2);
+      const none = await reserve(key, [slow], 8, 3);
+      expect(none).toMatchObject({ granted: 0, remaining: 2 });
       expectWindow(none.retryAfterMs, SLOW_TOKEN_MS, clock());
-      expect(await store.reserve(key, [slow], 8, 2)).toMatchObject({
-        granted: 2,
-        remaining: 0,
-        retryAfterMs: 0,
-      });
+      expect(await reserve(key, [slow], 8, 2)).toMatchObject({ granted: 2, remaining: 0, retryAfterMs: 0 });
     });
 
-    it('takes from several limits all or nothing, and reports the tightest', async () => {
+    it('holds leased tokens against the room: the bucket does not refill behind a lease', async () => {
+      const key = fresh('room');
+      const lease = await reserve(key, [hundred], 100, 1);
+      expect(lease.granted).toBe(100);
+      await sleepUntil(performance.now() + 300);
+      // 300 ms at 10/s would be 3 tokens in a bucket without leases; the lease holds the room.
+      expect((await peek(key, [hundred])).remaining).toBe(0);
+      // Spends free their room, hand-backs come back: 40 spent, 60 returned.
+      const settled = await report(key, [hundred], lease.generation, 40, 60);
+      expect(settled.remaining).toBe(60);
+      await sleepUntil(performance.now() + 250);
+      expect((await peek(key, [hundred])).remaining).toBeGreaterThanOrEqual(62);
+    });
+
+    it('takes a hand-back before its generation is released, and adds nothing after', async () => {
+      const kept = fresh('handback');
+      const late = fresh('handback-late');
+      const early = await reserve(kept, [slow], 10, 1, 60_000);
+      expect(await report(kept, [slow], early.generation, 0, 10)).toMatchObject({ remaining: 10 });
+      const gone = await reserve(late, [slow], 10, 1, 100);
+      await sleepUntil(performance.now() + 250);
+      // Released as spent at 100 ms (rounded up to 4 ms): the bucket stays empty, the late
+      // hand-back cannot put its tokens back.
+      expect(await report(late, [slow], gone.generation, 0, 10)).toMatchObject({ remaining: 0 });
+    });
+
+    it('never credits into the room a lease holds', async () => {
+      const key = fresh('credit-room');
+      await reserve(key, [slow], 6, 1);
+      expect(await store.apply({ key, limits: [slow], credit: 100 })).toMatchObject({ remaining: 4 });
+    });
+
+    it('reset forgets a key and what is on lease from it: full again', async () => {
+      const key = fresh('reset');
+      await reserve(key, [slow], 6, 1);
+      await take(key, [slow], 3);
+      await store.reset(key, [slow]);
+      expect(await peek(key, [slow])).toMatchObject({ remaining: 10, resetMs: 0 });
+    });
+
+    it('takes from several limits all or nothing, and speaks of the one with fewest tokens', async () => {
       const wide = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'wide' });
       const narrow = defineLimit({ capacity: 3, refillPerSecond: 0.001, name: 'narrow' });
       const key = fresh('multi');
       const clock = stopwatch();
       for (const remaining of [2, 1, 0]) {
-        expect(await store.take(key, [wide, narrow], 1)).toMatchObject({
-          allowed: true,
-          remaining,
-          limit: 3,
-        });
+        expect(await take(key, [wide, narrow], 1)).toMatchObject({ ok: true, remaining, limitIndex: 1 });
       }
-      const denied = await store.take(key, [wide, narrow], 1);
-      expect(denied).toMatchObject({ allowed: false, remaining: 0, limit: 3 });
+      const denied = await take(key, [wide, narrow], 1);
+      expect(denied).toMatchObject({ ok: false, remaining: 0, limitIndex: 1 });
       expectWindow(denied.retryAfterMs, SLOW_TOKEN_MS, clock());
-      expect((await store.peek(key, [wide])).remaining).toBe(7);
-      expect(await store.peek(key, [narrow, wide])).toMatchObject({ remaining: 0, limit: 3 });
+      expect((await peek(key, [wide])).remaining).toBe(7);
+      expect(await peek(key, [narrow, wide])).toMatchObject({ remaining: 0, limitIndex: 0 });
     });
 
     it('is denied by any limit of the list, and then takes from none', async () => {
       const wide = defineLimit({ capacity: 100, refillPerSecond: 0.001, name: 'wide' });
       const narrow = defineLimit({ capacity: 2, refillPerSecond: 0.001, name: 'narrow' });
       const key = fresh('multi-later');
-      expect(await store.take(key, [wide, narrow], 2)).toMatchObject({
-        allowed: true,
-        remaining: 0,
-        limit: 2,
-      });
-      expect(await store.take(key, [wide, narrow], 1)).toMatchObject({
-        allowed: false,
-        remaining: 0,
-        limit: 2,
-      });
-      expect(await store.peek(key, [wide])).toMatchObject({ remaining: 98, limit: 100 });
+      expect(await take(key, [wide, narrow], 2)).toMatchObject({ ok: true, remaining: 0, limitIndex: 1 });
+      expect(await take(key, [wide, narrow], 1)).toMatchObject({ ok: false, remaining: 0, limitIndex: 1 });
+      expect((await peek(key, [wide])).remaining).toBe(98);
     });
 
-    it('reports the first of the tightest limits on a tie', async () => {
+    it('on a tie of tokens, speaks of the limit slowest to fill', async () => {
       const big = defineLimit({ capacity: 20, refillPerSecond: 0.001, name: 'big' });
       const small = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'small' });
       const key = fresh('tie');
-      await store.take(key, [big], 10); // big: 10 left, small: 10 (full)
-      expect(await store.peek(key, [big, small])).toMatchObject({ remaining: 10, limit: 20 });
-      expect(await store.peek(key, [small, big])).toMatchObject({ remaining: 10, limit: 10 });
-      expect(await store.take(key, [small, big], 1)).toMatchObject({ remaining: 9, limit: 10 });
+      await take(key, [big], 10); // big: 10 left (10,000 s from full), small: 10 (full)
+      expect(await peek(key, [big, small])).toMatchObject({ remaining: 10, limitIndex: 0 });
+      expect(await peek(key, [small, big])).toMatchObject({ remaining: 10, limitIndex: 1 });
+      expect(await take(key, [small, big], 1)).toMatchObject({ remaining: 9, limitIndex: 1 });
     });
 
-    it('waits for every limit: retryAfterMs and resetMs of the slowest', async () => {
+    it('waits for every limit: the reply speaks of the slowest, its wait and its reset', async () => {
       const quick = defineLimit({ capacity: 1, refillPerSecond: 10, name: 'quick' });
       const sluggish = defineLimit({ capacity: 1, refillPerSecond: 1, name: 'sluggish' });
       const { first, denied, elapsed } = await quickly(800, async () => {
         const key = fresh('slowest');
         return {
-          first: await store.take(key, [quick, sluggish], 1),
-          denied: await store.take(key, [quick, sluggish], 1),
+          first: await take(key, [quick, sluggish], 1),
+          denied: await take(key, [quick, sluggish], 1),
         };
       });
-      expect(first).toMatchObject({ allowed: true, remaining: 0, resetMs: 1000 });
-      expect(denied).toMatchObject({ allowed: false, remaining: 0, limit: 1 });
+      expect(first).toMatchObject({ ok: true, remaining: 0, resetMs: 1000, limitIndex: 1 });
+      expect(denied).toMatchObject({ ok: false, remaining: 0, limitIndex: 1 });
       expectWindow(denied.retryAfterMs, 1000, elapsed);
       expectWindow(denied.resetMs, 1000, elapsed);
 
       const tenFast = defineLimit({ capacity: 10, refillPerSecond: 10, name: 'ten-fast' });
       const tenSlow = defineLimit({ capacity: 10, refillPerSecond: 1, name: 'ten-slow' });
-      expect(await store.take(fresh('reset'), [tenFast, tenSlow], 5)).toEqual({
-        allowed: true,
+      expect(await take(fresh('reset'), [tenFast, tenSlow], 5)).toEqual({
+        ok: true,
+        granted: 5,
+        generation: 0,
         remaining: 5,
         retryAfterMs: 0,
         resetMs: 5000,
-        limit: 10,
+        limitIndex: 1,
       });
     });
 
@@ -239,11 +290,11 @@ export function describeStoreContract(
       const three = defineLimit({ capacity: 3, refillPerSecond: 0.001, name: 'three' });
       const other = defineLimit({ capacity: 3, refillPerSecond: 0.001, name: 'other' });
       const key = fresh('apart');
-      expect((await store.take(key, [three], 3)).remaining).toBe(0);
+      expect((await take(key, [three], 3)).remaining).toBe(0);
       for (const neighbour of [`${key} `, `${key}:three`, `{${key}}`, key.toUpperCase(), `${key}%`]) {
-        expect((await store.take(neighbour, [three], 1)).remaining).toBe(2);
+        expect((await take(neighbour, [three], 1)).remaining).toBe(2);
       }
-      expect((await store.take(key, [other], 1)).remaining).toBe(2);
+      expect((await take(key, [other], 1)).remaining).toBe(2);
     });
 
     it('takes any string as a key, each its own bucket', async () => {
@@ -251,26 +302,33 @@ export function describeStoreContract(
       const base = fresh('any');
       const odd = ['', '{', '}', ':', '%', '%25', 'a:b', '{user}}', '\u0000', '\n', '😀', '\ud800', '\udc00'];
       const keys = [...odd.map((k) => base + k), 'x'.repeat(10_000) + base, `${'y'.repeat(10_000)}{${base}`];
-      for (const key of keys) expect((await store.take(key, [three], 1)).remaining).toBe(2);
-      for (const key of keys) expect((await store.take(key, [three], 1)).remaining).toBe(1);
+      for (const key of keys) expect((await take(key, [three], 1)).remaining).toBe(2);
+      for (const key of keys) expect((await take(key, [three], 1)).remaining).toBe(1);
     });
 
-    it('admits exactly the tokens there are to concurrent calls', async () => {
+    it('admits exactly the tokens there are to concurrent ops, however they are batched', async () => {
       const key = fresh('concurrent');
-      const replies = await Promise.all(Array.from({ length: 25 }, () => store.take(key, [slow], 1)));
-      const denied = replies.filter((r) => !r.allowed);
-      expect(replies.filter((r) => r.allowed)).toHaveLength(10);
+      const replies = await Promise.all(Array.from({ length: 25 }, () => take(key, [slow], 1)));
+      const denied = replies.filter((r) => !r.ok);
+      expect(replies.filter((r) => r.ok)).toHaveLength(10);
       expect(denied.every((r) => r.remaining === 0 && r.retryAfterMs > 0)).toBe(true);
+      // Ops on many keys at once: each key its own answer.
+      const many = await Promise.all(
+        Array.from({ length: 200 }, (_, i) => take(`${key}/${i % 50}`, [slow], 3)),
+      );
+      expect(many.map((r) => r.remaining)).toEqual(
+        Array.from({ length: 200 }, (_, i) => (i < 150 ? 7 - 3 * Math.floor(i / 50) : 1)),
+      );
     });
 
     it('times the next token of a fractional rate (100 per minute: 600 ms)', async () => {
       const minute = perMinute(100);
       const { drained, denied, elapsed } = await quickly(500, async () => {
         const key = fresh('fraction');
-        return { drained: await store.take(key, [minute], 100), denied: await store.take(key, [minute], 1) };
+        return { drained: await take(key, [minute], 100), denied: await take(key, [minute], 1) };
       });
-      expect(drained).toMatchObject({ allowed: true, remaining: 0, limit: 100 });
-      expect(denied).toMatchObject({ allowed: false, remaining: 0 });
+      expect(drained).toMatchObject({ ok: true, remaining: 0 });
+      expect(denied).toMatchObject({ ok: false, remaining: 0 });
       expectWindow(drained.resetMs, 60_000, elapsed);
       expectWindow(denied.retryAfterMs, 600, elapsed);
     });
@@ -278,15 +336,17 @@ export function describeStoreContract(
     it('stays exact at the largest capacity (1e9)', async () => {
       const huge = defineLimit({ capacity: 1_000_000_000, refillPerSecond: 0.001, name: 'huge' });
       const key = fresh('huge');
-      expect(await store.take(key, [huge], 999_999_999)).toEqual({
-        allowed: true,
+      expect(await take(key, [huge], 999_999_999)).toEqual({
+        ok: true,
+        granted: 999_999_999,
+        generation: 0,
         remaining: 1,
         retryAfterMs: 0,
         resetMs: 999_999_999_000_000,
-        limit: 1_000_000_000,
+        limitIndex: 0,
       });
-      expect(await store.take(key, [huge], 2)).toMatchObject({ allowed: false, remaining: 1 });
-      expect(await store.take(key, [huge], 1)).toMatchObject({ allowed: true, remaining: 0 });
+      expect(await take(key, [huge], 2)).toMatchObject({ ok: false, remaining: 1 });
+      expect(await take(key, [huge], 1)).toMatchObject({ ok: true, remaining: 0 });
     });
   });
 }

@@ -25,7 +25,6 @@ export {
   TieredLimiterError,
 } from './errors.js';
 export type { LimitOptions, LimitSpec, RateOptions } from './limit.js';
-export type { Limiter, LimiterEvents, LimiterStats, SyncLimiter } from './limiter.js';
 export {
   assertCost,
   assertKey,
@@ -40,7 +39,26 @@ export {
   smallestCapacity,
   tightestWhenFull,
 } from './limit.js';
-export type { BucketReply, GlobalStore, ReserveReply, TakeReply } from './store.js';
+export type { Limiter, LimiterEvents, LimiterStats, SyncLimiter } from './limiter.js';
+export type { Generation, SharedBucketState } from './shared-bucket.js';
+export {
+  applyBucketOp,
+  freshSharedBucket,
+  generationFor,
+  heldTokens,
+  isSharedBucketFull,
+  msUntilShared,
+  settleSharedBucket,
+} from './shared-bucket.js';
+export type { BucketOp, BucketReply, GlobalStore, LeaseReport, ReserveRequest } from './store.js';
 export { assertStore } from './store.js';
 export { isTighter } from './tightest.js';
-export { assertInRange, assertInteger, assertOneOf, assertPositive } from './validate.js';
+export {
+  assertBoolean,
+  assertClock,
+  assertInRange,
+  assertInteger,
+  assertObject,
+  assertOneOf,
+  assertPositive,
+} from './validate.js';

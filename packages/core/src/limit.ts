@@ -114,6 +114,7 @@ export function perHour(count: number, options: RateOptions = {}): LimitSpec {
 
 function perPeriod(count: number, seconds: number, suffix: string, options: RateOptions): LimitSpec {
   assertInteger('count', count, 1, MAX_CAPACITY);
+  if (options === null || typeof options !== 'object') throw new ConfigError('options', options, 'an object');
   if (options.burst !== undefined) assertInteger('burst', options.burst, 1, MAX_CAPACITY);
   return defineLimit({
     capacity: options.burst ?? count,
@@ -131,13 +132,38 @@ export function assertLimits(option: string, limits: unknown): readonly LimitSpe
   if (list.length === 0) throw new ConfigError(option, limits, 'at least one limit');
   const names = new Set<string>();
   for (const spec of list as LimitSpec[]) {
-    if (spec === null || typeof spec !== 'object' || typeof spec.refillPerMs !== 'number') {
+    if (!isWellFormed(spec)) {
       throw new ConfigError(option, spec, 'a limit made by defineLimit, perSecond, perMinute or perHour');
     }
     if (names.has(spec.name)) throw new ConfigError(`${option}.name`, spec.name, 'unique among the limits');
     names.add(spec.name);
   }
   return Object.freeze(list.slice()) as readonly LimitSpec[];
+}
+
+/**
+ * Whether `spec` is exactly what `defineLimit` makes of its own fields. A hand-made object with
+ * an infinite capacity or a NaN rate would admit everything; checking the fields (rather than
+ * remembering which objects `defineLimit` made) also accepts a limit made by another copy of
+ * this package, as happens when ESM and CommonJS builds meet in one process.
+ */
+function isWellFormed(spec: unknown): boolean {
+  if (spec === null || typeof spec !== 'object') return false;
+  const s = spec as Record<string, unknown>;
+  const { name, capacity, refillPerSecond } = s;
+  return (
+    typeof name === 'string' &&
+    NAME_PATTERN.test(name) &&
+    typeof capacity === 'number' &&
+    Number.isInteger(capacity) &&
+    capacity >= 1 &&
+    capacity <= MAX_CAPACITY &&
+    typeof refillPerSecond === 'number' &&
+    refillPerSecond >= MIN_REFILL_PER_SECOND &&
+    refillPerSecond <= MAX_REFILL_PER_SECOND &&
+    s.refillPerMs === refillPerSecond / 1000 &&
+    s.fillMs === capacity / (refillPerSecond / 1000)
+  );
 }
 
 /** The smallest capacity among `limits`: the largest cost that can ever be admitted. */

@@ -1,80 +1,100 @@
 import { ConfigError } from './errors.js';
 import type { LimitSpec } from './limit.js';
 
-/** The reply to `GlobalStore.take`. With several limits, it speaks of the tightest one. */
-export interface TakeReply {
-  /** Whether `cost` tokens were taken from every limit (all or nothing). */
-  readonly allowed: boolean;
-  /** Whole tokens left in the tightest limit after the call. */
-  readonly remaining: number;
-  /** 0 when allowed; else milliseconds until `cost` tokens are in every limit. */
-  readonly retryAfterMs: number;
-  /** Milliseconds until every limit is full (and the store's keys expire). */
-  readonly resetMs: number;
-  /** Capacity of the tightest limit. */
-  readonly limit: number;
+/**
+ * What a leaseholder says of one generation of tokens it was granted: how many it spent since
+ * it last said, and how many it hands back unspent. Spent tokens free the bucket's room at
+ * once instead of at the generation's release; returned ones go back into the bucket. A
+ * report on a generation the store has already released changes nothing.
+ */
+export interface LeaseReport {
+  /** The generation, as a `reserve` reply gave it. */
+  readonly generation: number;
+  /** Tokens of it spent since the last report. */
+  readonly spent: number;
+  /** Tokens of it handed back unspent. */
+  readonly returned: number;
 }
 
-/** The reply to `GlobalStore.reserve`: a lease of `granted` tokens, taken from every limit. */
-export interface ReserveReply {
-  /** Tokens taken: 0, or from `min` to `want`. */
-  readonly granted: number;
-  /** Whole tokens left in the tightest limit after the call. */
-  readonly remaining: number;
-  /** 0 when something was granted; else milliseconds until `min` tokens are in every limit. */
-  readonly retryAfterMs: number;
-  /** Milliseconds until every limit is full. */
-  readonly resetMs: number;
-  /** Capacity of the tightest limit. */
-  readonly limit: number;
-}
-
-/** The reply to `GlobalStore.refund` and `GlobalStore.peek`: the state, nothing taken. */
-export interface BucketReply {
-  /** Whole tokens in the tightest limit. */
-  readonly remaining: number;
-  /** Milliseconds until every limit is full. */
-  readonly resetMs: number;
-  /** Capacity of the tightest limit. */
-  readonly limit: number;
+/** The lease part of a `BucketOp`: take between `min` and `want` tokens and hold them for `holdMs`. */
+export interface ReserveRequest {
+  /** Most tokens to take. */
+  readonly want: number;
+  /** Fewest tokens worth taking; below it nothing is taken. */
+  readonly min: number;
+  /**
+   * Milliseconds, on the store's clock, the store holds the granted tokens against the bucket's
+   * room before releasing them as spent. Longer than the lease lives at its holder, so that a
+   * token is always spent (or handed back) before the store lets the bucket refill its room.
+   */
+  readonly holdMs: number;
 }
 
 /**
- * The contract a shared store fulfils: token buckets per `(key, limit)` that every instance
- * of a service sees alike, each call atomic across all the `limits` given. The store keeps
- * its own clock (Redis's `TIME`), so no caller's clock enters a bucket. It knows nothing of
- * leases, policies or timeouts: the limiters in `@tiered-limiter/local` add those. A store
- * rejects its promise on failure; the limiters turn that into a policy decision.
- *
- * `limits` is always a list made by `defineLimit` (names unique); `cost`, `want`, `min` and
- * `tokens` are whole numbers from 1 up, already checked by the caller, `min ≤ want`.
+ * One atomic step on the buckets of one key, every limit all-or-nothing, in this order: bring
+ * the buckets to the store's clock (releasing due generations), apply `reports`, add `credit`,
+ * take `debit` regardless (the bucket may go into debt, at most its capacity deep), then
+ * `take` (all or nothing) or `reserve` (a lease). An op with none of them is a peek.
+ * `cost`-like numbers are whole and already checked by the caller.
+ */
+export interface BucketOp {
+  /** The user's key. */
+  readonly key: string;
+  /** The limits, made by `defineLimit`, names unique. */
+  readonly limits: readonly LimitSpec[];
+  /** Accounts for tokens leased earlier. */
+  readonly reports?: readonly LeaseReport[] | undefined;
+  /** Tokens to give back (never past the room: capacity less what is on lease). */
+  readonly credit?: number | undefined;
+  /** Tokens to take regardless of what is there. */
+  readonly debit?: number | undefined;
+  /** Tokens to take from every limit if all have them, else none. */
+  readonly take?: number | undefined;
+  /** A lease to grant. Not together with `take`. */
+  readonly reserve?: ReserveRequest | undefined;
+}
+
+/** The reply to one `BucketOp`. It speaks of one limit, `limitIndex`, chosen by core's `isTighter`. */
+export interface BucketReply {
+  /** `take`: admitted; `reserve`: something granted; otherwise whether a cost of 1 would pass now. */
+  readonly ok: boolean;
+  /** Tokens taken by `take` or leased by `reserve`; else 0. */
+  readonly granted: number;
+  /** The generation the granted lease joined (0 when nothing was leased). */
+  readonly generation: number;
+  /** Whole tokens left in that limit (never negative). */
+  readonly remaining: number;
+  /** 0 when `ok`; else milliseconds until what was asked (`take`, `reserve.min`, or 1) could pass. */
+  readonly retryAfterMs: number;
+  /** Milliseconds until that limit is full again with nothing on lease. */
+  readonly resetMs: number;
+  /** Index, in the op's `limits`, of the limit this reply speaks of. */
+  readonly limitIndex: number;
+}
+
+/**
+ * The contract a shared store fulfils: token buckets per `(key, limit)` that every instance of
+ * a service sees alike, each op atomic across its limits, timed by the store's own clock
+ * (Redis's `TIME`), never a caller's. The store tracks tokens out on lease per generation
+ * (see `SharedBucketState`), and nothing else of the limiters: policies, timeouts and leases
+ * live in `@tiered-limiter/local`. A store rejects on failure; the limiters turn that into a
+ * policy decision. A store may gather ops from one tick into one round trip.
  */
 export interface GlobalStore {
-  /** Takes `cost` tokens from every limit if all have them, else nothing. */
-  take(key: string, limits: readonly LimitSpec[], cost: number): Promise<TakeReply>;
-  /** Takes as many tokens as every limit has, up to `want`; nothing if that is below `min`. */
-  reserve(key: string, limits: readonly LimitSpec[], want: number, min: number): Promise<ReserveReply>;
-  /** Gives back `tokens` unused leased tokens to every limit, never past its capacity. */
-  refund(key: string, limits: readonly LimitSpec[], tokens: number): Promise<BucketReply>;
-  /** Reports the tightest limit's state without taking anything. */
-  peek(key: string, limits: readonly LimitSpec[]): Promise<BucketReply>;
+  /** Applies one op atomically and replies for it. */
+  apply(op: BucketOp): Promise<BucketReply>;
+  /** Forgets `key`'s buckets (and what is on lease from them): its next op finds them full. */
+  reset(key: string, limits: readonly LimitSpec[]): Promise<void>;
 }
 
 /**
- * Checks that `store` fulfils `GlobalStore` (its four methods are there), so a limiter given
- * something else fails at construction, naming the option, rather than on its first request.
+ * Checks that `store` fulfils `GlobalStore`, so a limiter given something else fails at
+ * construction, naming the option, rather than on its first request.
  */
 export function assertStore(store: unknown): GlobalStore {
   const s = store as Partial<GlobalStore> | null;
-  if (
-    s === null ||
-    typeof s !== 'object' ||
-    typeof s.take !== 'function' ||
-    typeof s.reserve !== 'function' ||
-    typeof s.refund !== 'function' ||
-    typeof s.peek !== 'function'
-  ) {
-    throw new ConfigError('store', store, 'a GlobalStore (an object with take, reserve, refund and peek)');
+  if (s === null || typeof s !== 'object' || typeof s.apply !== 'function' || typeof s.reset !== 'function') {
+    throw new ConfigError('store', store, 'a GlobalStore (an object with apply and reset)');
   }
   return store as GlobalStore;
 }

@@ -48,3 +48,43 @@ function rangeText(what: string, min: number, max: number): string {
   if (max === Number.MAX_SAFE_INTEGER) return min === 0 ? `${what} from 0 up` : `${what} from ${min} up`;
   return `${what} from ${min} to ${max}`;
 }
+
+/**
+ * Throws a `ConfigError` naming `option` unless `value` is a clock: an object whose `now()`
+ * returns a finite number. Called once at construction, so a bad clock fails there and not as
+ * an unsettled decision or an unhandled rejection later.
+ */
+export function assertClock(option: string, value: unknown): { now(): number } {
+  const clock = value as { now?: unknown } | null;
+  if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function') {
+    throw new ConfigError(option, value, 'an object with a now() method returning milliseconds');
+  }
+  let reading: unknown;
+  try {
+    reading = (clock as { now(): unknown }).now();
+  } catch (error) {
+    throw new ConfigError(option, value, `a clock whose now() works (it threw ${String(error)})`);
+  }
+  if (typeof reading !== 'number' || !Number.isFinite(reading)) {
+    throw new ConfigError(
+      option,
+      value,
+      `a clock whose now() returns a finite number (it returned ${String(reading)})`,
+    );
+  }
+  return clock as { now(): number };
+}
+
+/** Throws a `ConfigError` naming `option` unless `value` is a boolean. */
+export function assertBoolean(option: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new ConfigError(option, value, 'true or false');
+  return value;
+}
+
+/** Throws a `ConfigError` naming `option` unless `value` is an object (not null, not an array). */
+export function assertObject<T extends object>(option: string, value: unknown): T {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new ConfigError(option, value, 'an object');
+  }
+  return value as T;
+}

@@ -98,7 +98,6 @@ describe('expressRateLimit', () => {
       limits: api,
       failurePolicy: 'open',
       clock,
-      coarseTickMs: 0,
       instances: 1,
     });
     closers.push(() => limiter.close());

@@ -65,7 +65,6 @@ describe('fastifyRateLimit', () => {
       limits: report,
       failurePolicy: 'open',
       clock,
-      coarseTickMs: 0,
       instances: 1,
     });
     closers.push(() => limiter.close());

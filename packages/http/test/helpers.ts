@@ -1,14 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type {
-  BucketReply,
-  Clock,
-  GlobalStore,
-  LimitSpec,
-  ReserveReply,
-  TakeReply,
-} from '@tiered-limiter/core';
+import type { BucketOp, BucketReply, Clock, GlobalStore, LimitSpec } from '@tiered-limiter/core';
 
 /** A clock the test moves by hand. */
 export class FakeClock implements Clock {
@@ -36,20 +29,12 @@ export class FlakyStore implements GlobalStore {
     this.#inner = inner;
   }
 
-  take(key: string, limits: readonly LimitSpec[], cost: number): Promise<TakeReply> {
-    return this.failing ? this.#refuse() : this.#inner.take(key, limits, cost);
+  apply(op: BucketOp): Promise<BucketReply> {
+    return this.failing ? this.#refuse() : this.#inner.apply(op);
   }
 
-  reserve(key: string, limits: readonly LimitSpec[], want: number, min: number): Promise<ReserveReply> {
-    return this.failing ? this.#refuse() : this.#inner.reserve(key, limits, want, min);
-  }
-
-  refund(key: string, limits: readonly LimitSpec[], tokens: number): Promise<BucketReply> {
-    return this.failing ? this.#refuse() : this.#inner.refund(key, limits, tokens);
-  }
-
-  peek(key: string, limits: readonly LimitSpec[]): Promise<BucketReply> {
-    return this.failing ? this.#refuse() : this.#inner.peek(key, limits);
+  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
+    return this.failing ? this.#refuse() : this.#inner.reset(key, limits);
   }
 
   #refuse(): Promise<never> {

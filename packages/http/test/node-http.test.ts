@@ -205,7 +205,6 @@ describe('createRateLimit (Node http)', () => {
       limits: api,
       failurePolicy: 'open',
       clock,
-      coarseTickMs: 0,
       instances: 1,
     });
     closers.push(() => limiter.close());

@@ -1,5 +1,5 @@
-import { assertInteger, type Clock, ConfigError, type Decision } from '@tiered-limiter/core';
-import { DEFAULT_MAX_WAIT_MS } from './tiered-defaults.js';
+import { ArgumentError, assertInteger, type Clock, ClosedError, type Decision } from '@tiered-limiter/core';
+import { DEFAULT_MAX_WAIT_MS } from './defaults.js';
 
 /** Options of `acquire`. */
 export interface AcquireOptions {
@@ -15,13 +15,14 @@ export interface AcquireOptions {
 
 /**
  * The outcome of `acquire`: `acquired` with the admitting decision, or the reason it gave
- * up (`timeout`, `aborted`) with the last denial it saw. Never a rejection.
+ * up (`timeout`, `aborted`, or `closed` when the limiter closed while it waited) with the last
+ * denial it saw. Never a rejection.
  */
 export interface AcquireResult {
   /** Whether the tokens were taken. */
   readonly acquired: boolean;
   /** `acquired`, or why it gave up. */
-  readonly reason: 'acquired' | 'timeout' | 'aborted';
+  readonly reason: 'acquired' | 'timeout' | 'aborted' | 'closed';
   /** The last decision: the admitting one, or the denial it gave up on. */
   readonly decision: Decision | undefined;
   /** Milliseconds spent waiting, the time in line included. */
@@ -51,17 +52,52 @@ export class KeyedQueue {
   }
 }
 
-/** Waits in `queue`'s line for `key`, retrying `attempt` at each `retryAfterMs` until admitted or out of time. */
+/**
+ * Checks `acquire`'s options where they are given, so that a bad `signal` (an AbortController
+ * instead of its signal, say) fails the call at once rather than a timer later.
+ */
+export function assertAcquireOptions(options: unknown): {
+  maxWaitMs: number;
+  signal: AbortSignal | undefined;
+} {
+  if (options === null || typeof options !== 'object')
+    throw new ArgumentError('options', options, 'an object');
+  const o = options as AcquireOptions;
+  const maxWaitMs = o.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
+  if (
+    typeof maxWaitMs !== 'number' ||
+    !Number.isInteger(maxWaitMs) ||
+    maxWaitMs < 0 ||
+    maxWaitMs > 2_147_483_647
+  ) {
+    throw new ArgumentError('maxWaitMs', maxWaitMs, 'an integer from 0 to 2147483647');
+  }
+  const signal = o.signal;
+  if (
+    signal !== undefined &&
+    (signal === null ||
+      typeof signal !== 'object' ||
+      typeof (signal as AbortSignal).aborted !== 'boolean' ||
+      typeof (signal as AbortSignal).addEventListener !== 'function')
+  ) {
+    throw new ArgumentError('signal', signal, 'an AbortSignal (controller.signal, not the controller)');
+  }
+  return { maxWaitMs: assertInteger('maxWaitMs', maxWaitMs, 0, 2_147_483_647), signal };
+}
+
+/**
+ * Waits in `queue`'s line for `key`, retrying `attempt` at each `retryAfterMs` until admitted, out
+ * of time, aborted, or `closing` fires (the limiter closed: the wait ends at once, `closed`).
+ */
 export function acquireInLine(
   queue: KeyedQueue,
   key: string,
   attempt: () => Promise<Decision>,
   clock: Clock,
-  options: AcquireOptions,
+  options: { maxWaitMs: number; signal: AbortSignal | undefined },
+  closing: AbortSignal,
 ): Promise<AcquireResult> {
-  if (options === null || typeof options !== 'object') throw new ConfigError('options', options, 'an object');
-  const maxWaitMs = assertInteger('maxWaitMs', options.maxWaitMs ?? DEFAULT_MAX_WAIT_MS, 0, 2_147_483_647);
-  const { signal } = options;
+  const { maxWaitMs, signal } = options;
   const start = clock.now();
   const result = (reason: AcquireResult['reason'], decision: Decision | undefined): AcquireResult => ({
     acquired: reason === 'acquired',
@@ -72,30 +108,36 @@ export function acquireInLine(
   return queue.run(key, async () => {
     let last: Decision | undefined;
     for (;;) {
+      if (closing.aborted) return result('closed', last);
       if (signal?.aborted) return result('aborted', last);
-      last = await attempt();
+      try {
+        last = await attempt();
+      } catch (error) {
+        if (error instanceof ClosedError) return result('closed', last);
+        throw error;
+      }
       if (last.allowed) return result('acquired', last);
       const left = start + maxWaitMs - clock.now();
       if (last.retryAfterMs > left) return result('timeout', last);
-      if (!(await sleep(last.retryAfterMs, signal))) return result('aborted', last);
+      await sleep(last.retryAfterMs, signal, closing);
     }
   });
 }
 
-/** Resolves true after `ms`, or false as soon as `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+/** Resolves after `ms`, or as soon as either signal aborts (the loop then says which). */
+function sleep(ms: number, signal: AbortSignal | undefined, closing: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    if (signal?.aborted) return resolve(false);
-    const onAbort = () => {
+    if (signal?.aborted || closing.aborted) return resolve();
+    const done = () => {
       clearTimeout(timer);
-      resolve(false);
+      signal?.removeEventListener('abort', done);
+      closing.removeEventListener('abort', done);
+      resolve();
     };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve(true);
-    }, ms);
     // Not unref'd, unlike the limiter's own timers: the caller is awaiting this wait, bounded
     // by maxWaitMs, and a script whose only work is an acquire must not exit in the middle of it.
-    signal?.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+    closing.addEventListener('abort', done, { once: true });
   });
 }

@@ -1,37 +1,41 @@
 export type { AcquireOptions, AcquireResult } from './acquire.js';
-export { DEFAULT_MAX_KEYS, MAX_MAX_KEYS } from './defaults.js';
-export type { FailurePolicyOptions, LocalFallbackOptions } from './failure-policy.js';
-export { divideLimits, FailurePolicyDecider } from './failure-policy.js';
+export { BlockList, MAX_BLOCK_MS } from './block-list.js';
 export {
+  DEFAULT_ASSUMED_INSTANCES,
+  DEFAULT_CLOSE_TIMEOUT_MS,
   DEFAULT_CLOSED_RETRY_AFTER_MS,
   DEFAULT_COOLDOWN_MS,
   DEFAULT_FAILURE_THRESHOLD,
+  DEFAULT_HORIZON_MS,
+  DEFAULT_LEASE_TTL_MS,
+  DEFAULT_LOW_WATER,
+  DEFAULT_MAX_BATCH,
+  DEFAULT_MAX_CONCURRENT_REFILLS,
+  DEFAULT_MAX_KEYS,
+  DEFAULT_MAX_WAIT_MS,
+  DEFAULT_MEMORY_STORE_MAX_KEYS,
+  DEFAULT_MIN_BATCH,
   DEFAULT_TIMEOUT_MS,
-} from './guard-defaults.js';
-export type { LocalLimiterOptions } from './local-limiter.js';
-export { LocalLimiter } from './local-limiter.js';
-export type { MemoryStoreOptions } from './memory-store.js';
-export { MemoryStore } from './memory-store.js';
-export type { RequestLimiterOptions, RequestLimiterStats } from './request-limiter.js';
-export { RequestLimiter } from './request-limiter.js';
+  MAX_MAX_KEYS,
+  MIN_LEASE_GRACE_MS,
+} from './defaults.js';
+export type { FailurePolicyOptions, LocalFallbackOptions } from './guard/failure-policy.js';
+export { divideLimits } from './guard/failure-policy.js';
+export type { StoreLimiterOptions } from './guard/guarded-store.js';
 export type {
   BreakerOptions,
   BreakerState,
   GuardEvents,
   GuardResult,
   StoreGuardOptions,
-} from './store-guard.js';
-export { StoreGuard } from './store-guard.js';
-export {
-  DEFAULT_ASSUMED_INSTANCES,
-  DEFAULT_COARSE_TICK_MS,
-  DEFAULT_HORIZON_MS,
-  DEFAULT_LEASE_TTL_MS,
-  DEFAULT_LOW_WATER,
-  DEFAULT_MAX_BATCH,
-  DEFAULT_MAX_CONCURRENT_REFILLS,
-  DEFAULT_MAX_WAIT_MS,
-  DEFAULT_MIN_BATCH,
-} from './tiered-defaults.js';
-export type { LeaseOptions, TieredLimiterOptions, TieredLimiterStats } from './tiered-limiter.js';
-export { TieredLimiter } from './tiered-limiter.js';
+} from './guard/store-guard.js';
+export { StoreGuard } from './guard/store-guard.js';
+export type { LocalLimiterOptions } from './local-limiter.js';
+export { LocalLimiter } from './local-limiter.js';
+export type { RequestLimiterOptions, RequestLimiterStats } from './request-limiter.js';
+export { RequestLimiter } from './request-limiter.js';
+export type { MemoryStoreOptions } from './stores/memory-store.js';
+export { MemoryStore } from './stores/memory-store.js';
+export type { LeaseOptions, TieredLimiterOptions } from './tiered/options.js';
+export type { TieredLimiterStats } from './tiered/stats.js';
+export { TieredLimiter } from './tiered/tiered-limiter.js';

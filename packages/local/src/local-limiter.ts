@@ -244,7 +244,7 @@ export class LocalLimiter {
       const spec = limits[i]!;
       const bucket = buckets[i]!;
       if (admit) tryTake(bucket, spec, cost, now);
-      const wait = admit ? 0 : msUntilTokens(bucket.tokens, cost, spec);
+      const wait = msUntilTokens(bucket.tokens, admit ? 1 : cost, spec);
       const whole = wholeTokens(bucket.tokens);
       const fullIn = msUntilFull(bucket.tokens, spec);
       if (i === 0 || isTighter(wait, whole, fullIn, atWait, atRemaining, atFull)) {

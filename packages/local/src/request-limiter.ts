@@ -1,46 +1,41 @@
 import { EventEmitter } from 'node:events';
 import {
-  allowDecision,
+  assertClock,
   assertCost,
+  assertInteger,
   assertKey,
   assertLimits,
-  assertStore,
+  type BucketOp,
   type Clock,
   ClosedError,
   ConfigError,
   type Decision,
   denyDecision,
-  type GlobalStore,
+  type Limiter,
+  type LimiterEvents,
+  type LimiterStats,
   type LimitSpec,
-  shadowOf,
   smallestCapacity,
-  type TakeReply,
+  tightestWhenFull,
 } from '@tiered-limiter/core';
-import { FailurePolicyDecider, type FailurePolicyOptions } from './failure-policy.js';
-import { type GuardEvents, StoreGuard, type StoreGuardOptions } from './store-guard.js';
+import { assertBlockMs, BlockList } from './block-list.js';
+import { DEFAULT_MAX_KEYS, MAX_MAX_KEYS } from './defaults.js';
+import { decisionOf, GuardedStore, type StoreLimiterOptions } from './guard/guarded-store.js';
+import { assertTokens } from './management.js';
 
 /** Options of `RequestLimiter`. */
-export interface RequestLimiterOptions extends StoreGuardOptions, FailurePolicyOptions {
-  /** The shared store every instance asks, e.g. a `RedisStore`. */
-  store: GlobalStore;
-  /** The limit, or several limits checked all-or-nothing (e.g. 10 per second and 1,000 per hour). */
-  limits: LimitSpec | readonly LimitSpec[];
+export interface RequestLimiterOptions extends StoreLimiterOptions {
   /**
-   * Shadow mode: decide and report, but admit everything (`decision.shadowDenied` tells
-   * what would have been denied), to watch a new limit before enforcing it.
-   * @default false
+   * Keys `block()` remembers at most (the only per-key state this limiter keeps in process).
+   * @default 100_000
    */
-  shadow?: boolean;
+  maxKeys?: number;
 }
 
 /** Counters of a `RequestLimiter` since it was made. */
-export interface RequestLimiterStats {
-  /** Decisions by the tier that made them. */
-  readonly decisions: { readonly global: number; readonly fallback: number };
-  /** Decisions that admitted. */
-  readonly allowed: number;
-  /** Decisions that denied (shadow-mode denials included: they are what the limit decided). */
-  readonly denied: number;
+export interface RequestLimiterStats extends LimiterStats {
+  /** Decisions by the tier that made them (`local`: a key blocked in process). */
+  readonly decisions: { readonly global: number; readonly fallback: number; readonly local: number };
   /** Calls sent to the store. */
   readonly storeCalls: number;
   /** Store calls that failed or timed out. */
@@ -50,86 +45,126 @@ export interface RequestLimiterStats {
 }
 
 /**
- * The per-request tier: every decision is one atomic store call (one EVALSHA on Redis), so
- * the shared limit is exact, at the cost of a round trip per request. A store that fails,
- * times out (`timeoutMs`, default 20 ms) or is behind an open breaker never throws into the
- * request: the limit's declared `failurePolicy` decides, and the `failure`, `degraded` and
- * `recovered` events report it.
+ * The per-request tier: every decision is one atomic store op (on Redis, a key-op inside a
+ * coalesced EVALSHA), so the shared limit is exact, at the cost of a round trip per request. A
+ * store that fails, times out (`timeoutMs`, default 20 ms) or is behind an open breaker never
+ * throws into the request: the limit's declared `failurePolicy` decides, and the `failure`,
+ * `degraded` and `recovered` events report it.
  *
  * @example
  * const limiter = new RequestLimiter({ store: new MemoryStore(), limits: perSecond(10), failurePolicy: 'open' });
  * const decision = await limiter.consume('user:42');
  * if (!decision.allowed) console.log(`retry in ${decision.retryAfterMs} ms`);
  */
-export class RequestLimiter extends EventEmitter<GuardEvents> {
-  /** The limits, all-or-nothing. */
-  readonly limits: readonly LimitSpec[];
-  readonly #store: GlobalStore;
-  readonly #guard: StoreGuard;
-  readonly #policy: FailurePolicyDecider;
-  readonly #maxCost: number;
-  readonly #shadow: boolean;
+export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limiter {
+  #limits: readonly LimitSpec[];
+  #maxCost: number;
+  readonly #store: GuardedStore;
+  readonly #blocked: BlockList;
+  readonly #clock: Clock;
   #closed = false;
-  #global = 0;
-  #fallback = 0;
-  #allowed = 0;
-  #denied = 0;
   #storeCalls = 0;
 
   constructor(options: RequestLimiterOptions) {
     super();
     if (options === null || typeof options !== 'object')
       throw new ConfigError('options', options, 'an object');
-    const clock: Clock = options.clock ?? performance;
-    this.#store = assertStore(options.store);
-    this.limits = assertLimits('limits', options.limits);
-    this.#maxCost = smallestCapacity(this.limits);
-    this.#policy = new FailurePolicyDecider(options, this.limits, clock);
-    this.#shadow = options.shadow ?? false;
-    this.#guard = new StoreGuard({ ...options, clock });
-    this.#guard.relayTo(this);
+    this.#clock = options.clock === undefined ? performance : assertClock('clock', options.clock);
+    this.#limits = assertLimits('limits', options.limits);
+    this.#maxCost = smallestCapacity(this.#limits);
+    this.#store = new GuardedStore(options, this.#limits, this.#clock, this);
+    const maxKeys = assertInteger('maxKeys', options.maxKeys ?? DEFAULT_MAX_KEYS, 1, MAX_MAX_KEYS);
+    this.#blocked = new BlockList(maxKeys, this.#clock);
+  }
+
+  /** The limits, all-or-nothing, as in force now. */
+  get limits(): readonly LimitSpec[] {
+    return this.#limits;
   }
 
   /** The declared failure policy. */
   get failurePolicy() {
-    return this.#policy.policy;
+    return this.#store.policy.policy;
   }
 
   /** Whether the store is considered down (the breaker is open or probing). */
   get degraded(): boolean {
-    return this.#guard.degraded;
+    return this.#store.guard.degraded;
   }
 
   /**
-   * Takes `cost` tokens for `key` with one store call. Resolves a `Decision`, never rejects
-   * for a store failure; throws at once for a key that is not a string, a cost that is not
-   * a whole number from 1 to the smallest capacity, or a closed limiter.
+   * Takes `cost` tokens for `key` with one store op. Resolves a `Decision`, never rejects for a
+   * store failure; throws at once for a key that is not a string, a cost that is not a whole
+   * number from 1 to the smallest capacity, or a closed limiter.
    */
   consume(key: string, cost = 1): Promise<Decision> {
-    if (this.#closed) throw new ClosedError('RequestLimiter');
-    assertKey(key);
+    this.#check(key);
     assertCost(cost, this.#maxCost);
-    const refused = this.#guard.refusal();
-    if (refused) return Promise.resolve(this.#count(this.#policy.decide(key, cost, refused)));
-    return this.#ask(key, cost);
+    const blockedMs = this.#blocked.blockedFor(key);
+    if (blockedMs > 0) {
+      const spec = tightestWhenFull(this.#limits);
+      return Promise.resolve(this.#store.count(denyDecision(blockedMs, 0, blockedMs, spec, 'local')));
+    }
+    return this.#ask(key, cost, { key, limits: this.#limits, take: cost });
   }
 
-  async #ask(key: string, cost: number): Promise<Decision> {
-    this.#storeCalls++;
-    const result = await this.#guard.run(() => this.#store.take(key, this.limits, cost));
-    if (!result.ok) return this.#count(this.#policy.decide(key, cost, result.error));
-    return this.#count(fromTake(result.value, this.limits));
+  /** What a request of cost 1 would get now, taking nothing (one store op, no tokens). */
+  peek(key: string): Promise<Decision> {
+    this.#check(key);
+    const limits = this.#limits;
+    return this.#store
+      .send(() => this.#sent({ key, limits }))
+      .then((result) =>
+        result.ok
+          ? decisionOf(result.value, limits, 'global')
+          : this.#store.policy.decide(key, 1, result.error),
+      );
+  }
+
+  /** Forgets `key` in the store (and lifts a block); resolves whether the store did it. */
+  reset(key: string): Promise<boolean> {
+    this.#check(key);
+    this.#blocked.unblock(key);
+    const limits = this.#limits;
+    return this.#store.guard.run(() => this.#store.store.reset(key, limits)).then((r) => r.ok);
+  }
+
+  /** Gives `tokens` back to `key`, never past its capacity; resolves whether the store did it. */
+  reward(key: string, tokens: number): Promise<boolean> {
+    this.#check(key);
+    return this.#manage({ key, limits: this.#limits, credit: assertTokens(tokens) });
+  }
+
+  /** Takes `tokens` from `key` regardless (at most a capacity into debt); resolves whether it was done. */
+  penalty(key: string, tokens: number): Promise<boolean> {
+    this.#check(key);
+    return this.#manage({ key, limits: this.#limits, debit: assertTokens(tokens) });
+  }
+
+  /** Denies `key` for `ms` in this process, with no store call (tier `local`). */
+  block(key: string, ms: number): void {
+    this.#check(key);
+    this.#blocked.block(key, assertBlockMs(ms));
+  }
+
+  /** Replaces the limits; each key's buckets keep their tokens (cut to a lower capacity). */
+  setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
+    const next = assertLimits('limits', limits);
+    this.#store.setLimits(next);
+    this.#limits = next;
+    this.#maxCost = smallestCapacity(next);
   }
 
   /** Counters since the limiter was made. */
   stats(): RequestLimiterStats {
+    const counts = this.#store.counts;
     return {
-      decisions: { global: this.#global, fallback: this.#fallback },
-      allowed: this.#allowed,
-      denied: this.#denied,
+      decisions: { global: counts.global, fallback: counts.fallback, local: counts.local },
+      allowed: counts.allowed,
+      denied: counts.denied,
       storeCalls: this.#storeCalls,
-      storeFailures: this.#guard.failures,
-      fallbackMs: this.#guard.degradedMs,
+      storeFailures: this.#store.guard.failures,
+      fallbackMs: this.#store.guard.degradedMs,
     };
   }
 
@@ -137,22 +172,27 @@ export class RequestLimiter extends EventEmitter<GuardEvents> {
   close(): Promise<void> {
     this.#closed = true;
     this.removeAllListeners();
-    this.#guard.removeAllListeners();
+    this.#store.close();
     return Promise.resolve();
   }
 
-  #count(decision: Decision): Decision {
-    if (decision.tier === 'global') this.#global++;
-    else this.#fallback++;
-    if (decision.allowed) this.#allowed++;
-    else this.#denied++;
-    return this.#shadow ? shadowOf(decision) : decision;
+  #check(key: string): void {
+    if (this.#closed) throw new ClosedError('RequestLimiter');
+    assertKey(key);
   }
-}
 
-function fromTake(reply: TakeReply, limits: readonly LimitSpec[]): Decision {
-  const spec = limits.find((l) => l.capacity === reply.limit) ?? limits[0]!;
-  return reply.allowed
-    ? allowDecision(reply.remaining, reply.resetMs, spec, 'global')
-    : denyDecision(reply.retryAfterMs, reply.remaining, reply.resetMs, spec, 'global');
+  async #ask(key: string, cost: number, op: BucketOp): Promise<Decision> {
+    const result = await this.#store.send(() => this.#sent(op));
+    if (!result.ok) return this.#store.byPolicy(key, cost, result.error);
+    return this.#store.count(decisionOf(result.value, op.limits, 'global'));
+  }
+
+  async #manage(op: BucketOp): Promise<boolean> {
+    return (await this.#store.send(() => this.#sent(op))).ok;
+  }
+
+  #sent(op: BucketOp): BucketOp {
+    this.#storeCalls++;
+    return op;
+  }
 }

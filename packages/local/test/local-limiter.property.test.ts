@@ -244,14 +244,15 @@ describe('LocalLimiter, small exhaustive cases', () => {
   const ADVANCES = [0, 1, 2, 3];
 
   function modelDecision(quarters: number[], limits: LimitSpec[], cost: number, allowed: boolean): Decision {
-    // One limit speaks for the decision (core's isTighter): the longest wait, then the fewest
-    // whole tokens, then the longest time until full, then the first listed.
+    // One limit speaks for the decision (core's isTighter): the longest wait (the request's own
+    // when denied, the next token's when admitted), then the fewest whole tokens, then the
+    // longest time until full, then the first listed.
     let at = 0;
     let best: [number, number, number] = [0, 0, 0];
     limits.forEach((spec, i) => {
       const q = quarters[i]!;
       const perMs = spec.refillPerSecond / 250;
-      const wait = allowed ? 0 : Math.ceil(Math.max(0, cost * 4 - q) / perMs);
+      const wait = Math.ceil(Math.max(0, (allowed ? 1 : cost) * 4 - q) / perMs);
       const whole = Math.floor(q / 4);
       const full = Math.ceil((spec.capacity * 4 - q) / perMs);
       const tighter =

@@ -1,12 +1,11 @@
-import type { BucketReply, GlobalStore, LimitSpec, ReserveReply, TakeReply } from '@tiered-limiter/core';
+import type { BucketOp, BucketReply, GlobalStore, LimitSpec } from '@tiered-limiter/core';
 
 export type StoreMode = 'ok' | 'reject' | 'hang';
 
-/** A call a `ScriptedStore` received. */
+/** An op a `ScriptedStore` received (or a reset, as an op with no fields). */
 export interface StoreCall {
-  readonly method: 'take' | 'reserve' | 'refund' | 'peek';
-  readonly key: string;
-  readonly args: readonly number[];
+  readonly method: 'apply' | 'reset';
+  readonly op: BucketOp;
 }
 
 /**
@@ -22,28 +21,17 @@ export class ScriptedStore implements GlobalStore {
     this.#inner = inner;
   }
 
-  count(method: StoreCall['method']): number {
-    return this.calls.filter((c) => c.method === method).length;
+  /** Ops received that reserve (refills), take, or carry nothing asked (reports, peeks). */
+  count(kind: 'reserve' | 'take' | 'settle' | 'reset'): number {
+    return this.calls.filter((c) => kindOf(c) === kind).length;
   }
 
-  take(key: string, limits: readonly LimitSpec[], cost: number): Promise<TakeReply> {
-    return this.#run({ method: 'take', key, args: [cost] }, () => this.#inner.take(key, limits, cost));
+  apply(op: BucketOp): Promise<BucketReply> {
+    return this.#run({ method: 'apply', op }, () => this.#inner.apply(op));
   }
 
-  reserve(key: string, limits: readonly LimitSpec[], want: number, min: number): Promise<ReserveReply> {
-    return this.#run({ method: 'reserve', key, args: [want, min] }, () =>
-      this.#inner.reserve(key, limits, want, min),
-    );
-  }
-
-  refund(key: string, limits: readonly LimitSpec[], tokens: number): Promise<BucketReply> {
-    return this.#run({ method: 'refund', key, args: [tokens] }, () =>
-      this.#inner.refund(key, limits, tokens),
-    );
-  }
-
-  peek(key: string, limits: readonly LimitSpec[]): Promise<BucketReply> {
-    return this.#run({ method: 'peek', key, args: [] }, () => this.#inner.peek(key, limits));
+  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
+    return this.#run({ method: 'reset', op: { key, limits } }, () => this.#inner.reset(key, limits));
   }
 
   #run<T>(call: StoreCall, real: () => Promise<T>): Promise<T> {
@@ -52,4 +40,11 @@ export class ScriptedStore implements GlobalStore {
     if (this.mode === 'hang') return new Promise<T>(() => {});
     return real();
   }
+}
+
+function kindOf(call: StoreCall): 'reserve' | 'take' | 'settle' | 'reset' {
+  if (call.method === 'reset') return 'reset';
+  if (call.op.reserve !== undefined) return 'reserve';
+  if (call.op.take !== undefined) return 'take';
+  return 'settle';
 }

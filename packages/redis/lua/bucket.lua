@@ -1,23 +1,26 @@
 --[[
-bucket: the token-bucket arithmetic every script of this folder shares. It is not a script of its
-own: src/scripts.ts puts it in front of take.lua, reserve.lua, refund.lua and peek.lua, so the four
-agree by construction and each file keeps only what its operation does.
+bucket: the shared token-bucket arithmetic, core's shared-bucket.ts (packages/core/src) line for
+line; a property test keeps the two equal. It is not a script of its own: src/scripts.ts puts it in
+front of apply.lua.
 
-It reads Redis's own clock (TIME, µs) once per call, never the caller's, and defines:
-  n                      the number of limits (#KEYS)
-  caps, rates, tokens, stamps
-                         per limit i: capacity, refill per ms, tokens now, ts of the stored state
-  load(i, offset)        reads limit i's hash and refills it to now; its capacity and
-                         refillPerSecond are ARGV[offset + 2i - 1] and ARGV[offset + 2i]
-  whole(t)               whole tokens in t, never negative (core's wholeTokens)
-  ms_until(t, want, r)   ms until t reaches want at r per ms (core's msUntilTokens)
-  save(i)                writes limit i back with PEXPIRE = ms until full + TTL_MARGIN_MS, or
-                         deletes it when it is full: a full bucket is no key
-  tightest()             remaining, resetMs, limit of the tightest limit (first on a tie)
+It reads Redis's own clock (TIME) once per call, never the caller's, and defines:
+  now                         the call's time in whole µs (absolute times are whole µs, so every
+                              difference is exact; durations are ms)
+  load(key), save(key, cap, rate)
+                              a key's state { t = tokens, at = µs, held = { {id, count}, ... },
+                              was = { [id] = true } }, cached per call so that several entries
+                              on one key see each other's effects; save writes it back (or
+                              deletes a full bucket with nothing on lease) with PEXPIRE = ms until
+                              full + TTL_MARGIN_MS
+  settle(st, cap, rate)       releases generations due by now, refilling piecewise into the room
+                              capacity - held (core's settleSharedBucket)
+  ms_until(st, cap, rate, need)
+                              ms until need tokens, through releases (core's msUntilShared)
+  report, hold, take_from, generation_for, tighter, whole, covers
 
-State per key: a hash { tokens = double, ts = µs of Redis TIME }, written with %.17g because Lua's
-tostring keeps 14 digits and would lose the µs. Arithmetic is core's (packages/core/src/bucket.ts)
-line for line; a property test keeps the two equal.
+State per key: a hash { tokens = double, ts = µs of Redis TIME, g<releaseUs> = tokens on lease
+released at releaseUs (µs) }, numbers written with %.17g (Lua's tostring keeps 14 digits). tokens +
+held never exceeds the capacity: the bucket does not refill into room that leased tokens hold.
 ]]
 
 redis.replicate_commands() -- Redis < 5 needs it to write after TIME; a no-op since 5
@@ -28,26 +31,8 @@ local MAX_MS = 9007199254740991 -- 2^53 - 1: keeps replies and PEXPIRE whole and
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local n = #KEYS
-local caps, rates, tokens, stamps = {}, {}, {}, {}
 
-local function load(i, offset)
-  local cap = tonumber(ARGV[offset + 2 * i - 1])
-  local rate = tonumber(ARGV[offset + 2 * i]) / 1000
-  local state = redis.call('HMGET', KEYS[i], 'tokens', 'ts')
-  local t, ts = tonumber(state[1]), tonumber(state[2])
-  if t == nil or ts == nil then
-    t, ts = cap, now
-  else
-    local elapsed = (now - ts) / 1000
-    if elapsed > 0 then
-      t = t + elapsed * rate
-      ts = now
-    end
-    if not (t < cap) then t = cap end
-  end
-  caps[i], rates[i], tokens[i], stamps[i] = cap, rate, t, ts
-end
+local function covers(t, cost) return t + EPSILON >= cost end
 
 local function whole(t)
   local w = math.floor(t + EPSILON)
@@ -55,35 +40,171 @@ local function whole(t)
   return 0
 end
 
--- core's msUntilTokens: the slack comes off the deficit (it is in tokens), and the answer is
--- checked with the refill's own sum, as the division and the product round apart
-local function ms_until(t, want, rate)
+local function clamp_ms(ms)
+  if ms > MAX_MS then return MAX_MS end
+  return ms
+end
+
+-- core's msUntilTokens
+local function ms_until_tokens(t, want, rate)
   local deficit = want - t
   if deficit <= EPSILON then return 0 end
   local ms = math.ceil((deficit - EPSILON) / rate)
   if ms < 1 then ms = 1 end
   if t + ms * rate + EPSILON < want then ms = ms + 1 end
-  if ms > MAX_MS then return MAX_MS end
-  return ms
+  return clamp_ms(ms)
 end
 
-local function save(i)
-  local full_in = ms_until(tokens[i], caps[i], rates[i])
-  if full_in == 0 then
-    redis.call('DEL', KEYS[i])
+local function refill_under(t, elapsed_us, rate, room)
+  if not (elapsed_us > 0) or not (t < room) then return t end
+  local nx = t + (elapsed_us / 1000) * rate
+  if nx < room then return nx end
+  return room
+end
+
+local function held_total(held)
+  local sum = 0
+  for i = 1, #held do sum = sum + held[i][2] end
+  return sum
+end
+
+local cache, order = {}, {}
+
+local function load(key)
+  local st = cache[key]
+  if st then return st end
+  local raw = redis.call('HGETALL', key)
+  st = { t = nil, at = nil, held = {}, was = {}, dirty = false }
+  for i = 1, #raw, 2 do
+    local field, value = raw[i], raw[i + 1]
+    if field == 'tokens' then st.t = tonumber(value)
+    elseif field == 'ts' then st.at = tonumber(value)
+    elseif string.sub(field, 1, 1) == 'g' then
+      local id = tonumber(string.sub(field, 2))
+      st.held[#st.held + 1] = { id, tonumber(value) }
+      st.was[id] = true
+    end
+  end
+  table.sort(st.held, function(a, b) return a[1] < b[1] end)
+  cache[key] = st
+  order[#order + 1] = key
+  return st
+end
+
+-- core's settleSharedBucket; a key never seen is a full bucket
+local function settle(st, cap, rate)
+  if st.t == nil or st.at == nil then
+    st.t, st.at = cap, now
+  end
+  local t = st.t
+  if t > cap then t = cap end
+  local at = st.at
+  local held = st.held
+  local sum = held_total(held)
+  local released = 0
+  for i = 1, #held do
+    local g = held[i]
+    if g[1] > now then break end
+    t = refill_under(t, g[1] - at, rate, cap - sum)
+    if g[1] > at then at = g[1] end
+    sum = sum - g[2]
+    released = i
+  end
+  if released > 0 then
+    local rest = {}
+    for i = released + 1, #held do rest[#rest + 1] = held[i] end
+    st.held = rest
+  end
+  t = refill_under(t, now - at, rate, cap - sum)
+  st.t = t
+  if now > at then at = now end
+  st.at = at
+end
+
+-- core's msUntilShared
+local function ms_until(st, cap, rate, need)
+  local t = st.t
+  if covers(t, need) then return 0 end
+  local at = now
+  local sum = held_total(st.held)
+  for i = 1, #st.held do
+    local g = st.held[i]
+    local room = cap - sum
+    if covers(room, need) then
+      local ms = ms_until_tokens(t, need, rate)
+      if at + ms * 1000 <= g[1] then return clamp_ms(math.ceil((at - now) / 1000) + ms) end
+    end
+    t = refill_under(t, g[1] - at, rate, room)
+    at = g[1]
+    sum = sum - g[2]
+  end
+  return clamp_ms(math.ceil((at - now) / 1000) + ms_until_tokens(t, need, rate))
+end
+
+-- core's report: hand back `returned`, account `spent`; a released generation changes nothing
+local function report(st, id, spent, returned)
+  local held = st.held
+  for i = 1, #held do
+    local g = held[i]
+    if g[1] == id then
+      local back = returned
+      if back > g[2] then back = g[2] end
+      st.t = st.t + back
+      local left = g[2] - back - spent
+      if left > 0 then g[2] = left else table.remove(held, i) end
+      return
+    end
+  end
+end
+
+local function hold(st, id, count)
+  local held = st.held
+  local i = #held
+  while i > 0 and held[i][1] > id do i = i - 1 end
+  if i > 0 and held[i][1] == id then
+    held[i][2] = held[i][2] + count
   else
-    redis.call('HSET', KEYS[i], 'tokens', string.format('%.17g', tokens[i]), 'ts', string.format('%.17g', stamps[i]))
-    redis.call('PEXPIRE', KEYS[i], string.format('%.17g', full_in + TTL_MARGIN_MS))
+    table.insert(held, i + 1, { id, count })
   end
 end
 
-local function tightest()
-  local at, remaining, reset = 1, nil, 0
-  for i = 1, n do
-    local w = whole(tokens[i])
-    if remaining == nil or w < remaining then at, remaining = i, w end
-    local full_in = ms_until(tokens[i], caps[i], rates[i])
-    if full_in > reset then reset = full_in end
+local function take_from(st, count)
+  local left = st.t - count
+  if left > 0 then st.t = left else st.t = 0 end
+end
+
+-- core's generationFor
+local function generation_for(hold_ms)
+  local q = 1000
+  while q * 16 <= hold_ms * 1000 do q = q * 2 end
+  return math.ceil((now + hold_ms * 1000) / q) * q
+end
+
+-- core's isTighter
+local function tighter(aw, ar, af, bw, br, bf)
+  if aw ~= bw then return aw > bw end
+  if ar ~= br then return ar < br end
+  return af > bf
+end
+
+local function save(key, cap, rate)
+  local st = cache[key]
+  local dead = {}
+  local keep = {}
+  for i = 1, #st.held do keep[st.held[i][1]] = true end
+  for id in pairs(st.was) do
+    if not keep[id] then dead[#dead + 1] = 'g' .. string.format('%d', id) end
   end
-  return remaining, reset, caps[at]
+  if #st.held == 0 and covers(st.t, cap) then
+    redis.call('DEL', key)
+    return
+  end
+  local fields = { 'tokens', string.format('%.17g', st.t), 'ts', string.format('%.17g', st.at) }
+  for i = 1, #st.held do
+    fields[#fields + 1] = 'g' .. string.format('%d', st.held[i][1])
+    fields[#fields + 1] = string.format('%d', st.held[i][2])
+  end
+  redis.call('HSET', key, unpack(fields))
+  if #dead > 0 then redis.call('HDEL', key, unpack(dead)) end
+  redis.call('PEXPIRE', key, string.format('%d', ms_until(st, cap, rate, cap) + TTL_MARGIN_MS))
 end

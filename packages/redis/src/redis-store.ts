@@ -1,23 +1,27 @@
 import {
+  assertInteger,
+  type BucketOp,
   type BucketReply,
   ConfigError,
   type GlobalStore,
   type LimitSpec,
-  type ReserveReply,
   StoreError,
-  type TakeReply,
 } from '@tiered-limiter/core';
+import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
+import { type CoalesceOptions, Coalescer, type CoalescerStats, type Pending } from './coalescer.js';
+import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_KEYS_PER_CALL } from './defaults.js';
 import { assertPrefix, bucketKeys, DEFAULT_PREFIX } from './keys.js';
+import { encodeOps, readReplies } from './ops-codec.js';
 import { SCRIPTS } from './scripts.js';
 
 /** Options of `RedisStore`. */
 export interface RedisStoreOptions {
   /**
    * The ioredis client: a `Redis` or a `Cluster`, best made with `recommendedRedisOptions`
-   * (or `recommendedClusterOptions`). The store defines its four scripts on it with
-   * `defineCommand` (as `tieredLimiterTake`, `…Reserve`, `…Refund`, `…Peek`); it never
-   * connects, disconnects or reconfigures the client, which may be shared.
+   * (or `recommendedClusterOptions`). The store defines its script on it with `defineCommand`
+   * (as `tieredLimiterApply`); it never connects, disconnects or reconfigures the client, which
+   * may be shared.
    */
   redis: Redis | Cluster;
   /**
@@ -25,23 +29,34 @@ export interface RedisStoreOptions {
    * @default 'tl'
    */
   prefix?: string;
+  /**
+   * Gathers ops into round trips (see `CoalesceOptions`), or `false` to send each op alone the
+   * moment it is made.
+   * @default { maxKeysPerCall: 64, maxInFlight: 2 }
+   */
+  coalesce?: CoalesceOptions | false;
 }
 
-const TAKE = 'tieredLimiterTake';
-const RESERVE = 'tieredLimiterReserve';
-const REFUND = 'tieredLimiterRefund';
-const PEEK = 'tieredLimiterPeek';
+const APPLY = 'tieredLimiterApply';
 
 type ScriptArg = string | number;
 type ScriptCommand = (...args: ScriptArg[]) => Promise<unknown>;
-/** The client once the scripts are defined: ioredis adds each as a method. */
-type ScriptedClient = Record<typeof TAKE | typeof RESERVE | typeof REFUND | typeof PEEK, ScriptCommand>;
+type ScriptedClient = Record<typeof APPLY, ScriptCommand> & {
+  pipeline(): Record<typeof APPLY, (...args: ScriptArg[]) => unknown> & {
+    exec(): Promise<[Error | null, unknown][] | null>;
+  };
+};
+
+type Op = Pending<BucketOp, BucketReply>;
 
 /**
- * The `GlobalStore` on Redis: one Lua script call (EVALSHA) per operation, atomic across all the
- * limits of a key, timed by the server's own `TIME`. Works alike on an ioredis `Redis` and
- * `Cluster`: the limits of one key share a hash tag, so they sit in one slot. A failed call
- * rejects with a `StoreError` whose `cause` is the ioredis error; it never retries or resends.
+ * The `GlobalStore` on Redis: one Lua script (`lua/apply.lua`) that applies a batch of ops
+ * atomically, timed by the server's own `TIME`. Ops made in one tick, or while earlier calls
+ * are out, leave together (`coalesce`), so many keys cost one round trip. Works alike on an
+ * ioredis `Redis` and `Cluster`: the limits of one key share a hash tag, a call carries the ops
+ * of one slot, and a Cluster master gets its slots' calls as one pipeline. A failed call
+ * rejects every op it carried with a `StoreError` whose `cause` is the ioredis error; it is
+ * never resent.
  *
  * @example
  * import { Redis } from 'ioredis';
@@ -50,11 +65,15 @@ type ScriptedClient = Record<typeof TAKE | typeof RESERVE | typeof REFUND | type
  *
  * const redis = new Redis({ ...recommendedRedisOptions, host: '127.0.0.1', port: 6379 });
  * const store = new RedisStore({ redis, prefix: 'api' });
- * const reply = await store.take('user:42', [perSecond(10)], 1); // { allowed: true, remaining: 9, ... }
+ * const reply = await store.apply({ key: 'user:42', limits: [perSecond(10)], take: 1 });
+ * // { ok: true, granted: 1, remaining: 9, … }
  */
 export class RedisStore implements GlobalStore {
+  readonly #redis: Redis | Cluster;
   readonly #client: ScriptedClient;
   readonly #prefix: string;
+  readonly #cluster: boolean;
+  readonly #coalescer: Coalescer<BucketOp, BucketReply>;
 
   constructor(options: RedisStoreOptions) {
     if (options === null || typeof options !== 'object') {
@@ -69,12 +88,11 @@ export class RedisStore implements GlobalStore {
       throw new ConfigError('redis', redis, 'an ioredis Redis or Cluster client');
     }
     this.#prefix = assertPrefix(options.prefix ?? DEFAULT_PREFIX);
-    const client = redis as Redis | Cluster;
-    client.defineCommand(TAKE, { lua: SCRIPTS.take });
-    client.defineCommand(RESERVE, { lua: SCRIPTS.reserve });
-    client.defineCommand(REFUND, { lua: SCRIPTS.refund });
-    client.defineCommand(PEEK, { lua: SCRIPTS.peek });
-    this.#client = client as unknown as ScriptedClient;
+    this.#redis = redis as Redis | Cluster;
+    this.#cluster = (redis as { isCluster?: boolean }).isCluster === true;
+    this.#redis.defineCommand(APPLY, { lua: SCRIPTS.apply });
+    this.#client = redis as unknown as ScriptedClient;
+    this.#coalescer = coalescerFor(options.coalesce, (batches) => this.#send(batches));
   }
 
   /** The prefix of this store's keys. */
@@ -82,97 +100,90 @@ export class RedisStore implements GlobalStore {
     return this.#prefix;
   }
 
-  take(key: string, limits: readonly LimitSpec[], cost: number): Promise<TakeReply> {
-    return this.#client[TAKE](...this.#args(key, limits, 1, cost, 0)).then(toTakeReply, takeFailed);
+  /** Round trips, ops and keys sent since the store was made. */
+  stats(): CoalescerStats {
+    return this.#coalescer.stats();
   }
 
-  reserve(key: string, limits: readonly LimitSpec[], want: number, min: number): Promise<ReserveReply> {
-    return this.#client[RESERVE](...this.#args(key, limits, 2, want, min)).then(
-      toReserveReply,
-      reserveFailed,
+  apply(op: BucketOp): Promise<BucketReply> {
+    const keys = bucketKeys(this.#prefix, op.key, op.limits);
+    const slot = this.#cluster ? calculateSlot(keys[0]!) : 0;
+    return new Promise<BucketReply>((resolve, reject) => {
+      this.#coalescer.submit(this.#destinationOf(slot), { op, keys, slot, resolve, reject });
+    });
+  }
+
+  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
+    return this.#redis.del(...bucketKeys(this.#prefix, key, limits)).then(
+      () => undefined,
+      (error: unknown) => {
+        throw failure('reset', error);
+      },
     );
   }
 
-  refund(key: string, limits: readonly LimitSpec[], tokens: number): Promise<BucketReply> {
-    return this.#client[REFUND](...this.#args(key, limits, 1, tokens, 0)).then(toRefundReply, refundFailed);
+  /** The Cluster master serving `slot` (ops to one master share a queue), or the one server. */
+  #destinationOf(slot: number): string {
+    if (!this.#cluster) return '';
+    return (this.#redis as Cluster).slots[slot]?.[0] ?? `slot:${slot}`;
   }
 
-  peek(key: string, limits: readonly LimitSpec[]): Promise<BucketReply> {
-    return this.#client[PEEK](...this.#args(key, limits, 0, 0, 0)).then(toPeekReply, peekFailed);
-  }
-
-  /** `numkeys, KEYS…, head…, capacity₁, refillPerSecond₁, …`: the layout every script's header gives. */
-  #args(key: string, limits: readonly LimitSpec[], heads: 0 | 1 | 2, a: number, b: number): ScriptArg[] {
-    const n = limits.length;
-    const keys = bucketKeys(this.#prefix, key, limits);
-    const args = new Array<ScriptArg>(1 + n + heads + 2 * n);
-    args[0] = n;
-    for (let i = 0; i < n; i++) args[1 + i] = keys[i]!;
-    let at = 1 + n;
-    if (heads > 0) args[at++] = a;
-    if (heads > 1) args[at++] = b;
-    for (let i = 0; i < n; i++) {
-      const spec = limits[i]!;
-      args[at++] = spec.capacity;
-      args[at++] = spec.refillPerSecond;
+  async #send(batches: readonly (readonly Op[])[]): Promise<void> {
+    if (batches.length === 1) {
+      const batch = batches[0]!;
+      try {
+        settle(batch, await this.#client[APPLY](...encodeOps(batch)));
+      } catch (error) {
+        for (const pending of batch) pending.reject(failure('apply', error));
+      }
+      return;
     }
-    return args;
+    // Several slots of one Cluster master: one EVALSHA per slot, sent as one pipeline.
+    const pipeline = this.#client.pipeline();
+    for (const batch of batches) pipeline[APPLY](...encodeOps(batch));
+    let results: [Error | null, unknown][] | null;
+    try {
+      results = await pipeline.exec();
+    } catch (error) {
+      for (const batch of batches) for (const pending of batch) pending.reject(failure('apply', error));
+      return;
+    }
+    batches.forEach((batch, i) => {
+      const [error, reply] = results?.[i] ?? [new Error('no reply in the pipeline'), undefined];
+      if (error) for (const pending of batch) pending.reject(failure('apply', error));
+      else settle(batch, reply);
+    });
   }
 }
 
-function toTakeReply(reply: unknown): TakeReply {
-  const r = integers(reply, 5, 'take');
-  return { allowed: r[0] === 1, remaining: r[1]!, retryAfterMs: r[2]!, resetMs: r[3]!, limit: r[4]! };
+function coalescerFor(
+  options: CoalesceOptions | false | undefined,
+  send: (batches: readonly (readonly Op[])[]) => Promise<void>,
+): Coalescer<BucketOp, BucketReply> {
+  // Not coalescing is a coalescer that sends one op a call with no bound on calls in flight.
+  if (options === false) return new Coalescer(send, 1, Number.MAX_SAFE_INTEGER);
+  const o = options ?? {};
+  if (o === null || typeof o !== 'object') throw new ConfigError('coalesce', options, 'an object or false');
+  return new Coalescer(
+    send,
+    assertInteger('coalesce.maxKeysPerCall', o.maxKeysPerCall ?? DEFAULT_MAX_KEYS_PER_CALL, 1, 10_000),
+    assertInteger('coalesce.maxInFlight', o.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT, 1, 1024),
+  );
 }
 
-function toReserveReply(reply: unknown): ReserveReply {
-  const r = integers(reply, 5, 'reserve');
-  return { granted: r[0]!, remaining: r[1]!, retryAfterMs: r[2]!, resetMs: r[3]!, limit: r[4]! };
-}
-
-function toRefundReply(reply: unknown): BucketReply {
-  const r = integers(reply, 3, 'refund');
-  return { remaining: r[0]!, resetMs: r[1]!, limit: r[2]! };
-}
-
-function toPeekReply(reply: unknown): BucketReply {
-  const r = integers(reply, 3, 'peek');
-  return { remaining: r[0]!, resetMs: r[1]!, limit: r[2]! };
-}
-
-/**
- * The reply as `length` integers. ioredis gives numbers, or strings with its `stringNumbers`
- * option; anything else means the key was not ours (a wrong type) or the script is not ours.
- */
-function integers(reply: unknown, length: number, command: string): readonly number[] {
-  if (Array.isArray(reply) && reply.length === length) {
-    let numbers = true;
-    for (const value of reply) if (typeof value !== 'number') numbers = false;
-    if (numbers) return reply as number[];
-    const parsed = reply.map((value) => (typeof value === 'string' ? Number(value) : Number.NaN));
-    if (parsed.every(Number.isInteger)) return parsed;
-  }
-  throw new StoreError(`redis ${command} gave an unexpected reply: ${preview(reply)}`);
-}
-
-function failure(command: string): (error: unknown) => never {
-  return (error) => {
-    const message = error instanceof Error ? error.message : String(error);
-    throw new StoreError(`redis ${command} failed: ${message}`, { cause: error });
-  };
-}
-
-const takeFailed = failure('take');
-const reserveFailed = failure('reserve');
-const refundFailed = failure('refund');
-const peekFailed = failure('peek');
-
-function preview(value: unknown): string {
-  let text: string;
+function settle(batch: readonly Op[], reply: unknown): void {
+  let replies: BucketReply[];
   try {
-    text = JSON.stringify(value) ?? String(value);
-  } catch {
-    text = String(value);
+    replies = readReplies(reply, batch);
+  } catch (error) {
+    for (const pending of batch) pending.reject(error);
+    return;
   }
-  return text.length > 120 ? `${text.slice(0, 120)}…` : text;
+  for (let i = 0; i < batch.length; i++) batch[i]!.resolve(replies[i]!);
+}
+
+function failure(command: string, error: unknown): StoreError {
+  if (error instanceof StoreError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new StoreError(`redis ${command} failed: ${message}`, { cause: error });
 }

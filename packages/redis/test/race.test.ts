@@ -49,9 +49,14 @@ describe('several clients, one key, one token left', () => {
     const stores = clients.map((redis) => new RedisStore({ redis, prefix }));
     for (let round = 0; round < ROUNDS; round++) {
       const user = `user-${round}`;
-      expect(await stores[0]!.take(user, [limit], 9)).toMatchObject({ allowed: true, remaining: 1 });
-      const replies = await Promise.all(stores.map((store) => store.take(user, [limit], 1)));
-      expect(replies.filter((r) => r.allowed)).toHaveLength(1);
+      expect(await stores[0]!.apply({ key: user, limits: [limit], take: 9 })).toMatchObject({
+        ok: true,
+        remaining: 1,
+      });
+      const replies = await Promise.all(
+        stores.map((store) => store.apply({ key: user, limits: [limit], take: 1 })),
+      );
+      expect(replies.filter((r) => r.ok)).toHaveLength(1);
     }
   });
 });
@@ -70,10 +75,10 @@ describe('8 connections hammering one bucket that does not refill during the tes
         const store = new RedisStore({ redis, prefix });
         for (let sent = 0; sent < perClient; sent += inFlight) {
           const replies = await Promise.all(
-            Array.from({ length: inFlight }, () => store.take('hot', [limit], 1)),
+            Array.from({ length: inFlight }, () => store.apply({ key: 'hot', limits: [limit], take: 1 })),
           );
           for (const reply of replies) {
-            if (reply.allowed) admitted++;
+            if (reply.ok) admitted++;
             else denied++;
           }
         }
@@ -82,6 +87,6 @@ describe('8 connections hammering one bucket that does not refill during the tes
     expect(admitted).toBe(1000);
     expect(denied).toBe(CLIENTS * perClient - 1000);
     const store = new RedisStore({ redis: clients[0]!, prefix });
-    expect((await store.peek('hot', [limit])).remaining).toBe(0);
+    expect((await store.apply({ key: 'hot', limits: [limit] })).remaining).toBe(0);
   });
 });

@@ -1,13 +1,15 @@
 import { EventEmitter } from 'node:events';
 import {
+  assertClock,
   assertInteger,
   CircuitOpenError,
   type Clock,
   ConfigError,
+  type LimiterEvents,
   StoreError,
   StoreTimeoutError,
 } from '@tiered-limiter/core';
-import { DEFAULT_COOLDOWN_MS, DEFAULT_FAILURE_THRESHOLD, DEFAULT_TIMEOUT_MS } from './guard-defaults.js';
+import { DEFAULT_COOLDOWN_MS, DEFAULT_FAILURE_THRESHOLD, DEFAULT_TIMEOUT_MS } from '../defaults.js';
 
 /** Options of the circuit breaker inside a `StoreGuard`. */
 export interface BreakerOptions {
@@ -47,15 +49,15 @@ export type GuardResult<T> =
 /** The breaker's state: `closed` calls go through, `open` none do, `half-open` one probe does. */
 export type BreakerState = 'closed' | 'open' | 'half-open';
 
-/** Events a `StoreGuard` emits; limiters re-emit them. */
-export interface GuardEvents {
-  /** A store call failed or timed out (every one, breaker open or not). */
-  failure: [error: StoreError];
-  /** The breaker opened: the store is considered down, limits decide by their policy. */
-  degraded: [error: StoreError];
-  /** The store answered again after being degraded, `downMs` after it went down. */
-  recovered: [info: { downMs: number }];
-}
+/** Events a `StoreGuard` emits; limiters re-emit them (core's `LimiterEvents`). */
+export type GuardEvents = LimiterEvents;
+
+/**
+ * How late, in ms, the timeout's timer may fire before the guard suspects its own event loop
+ * rather than the store: a timer that fires this much past its time was held up by a stall of
+ * this process (a busy loop, a long GC), during which the store's reply may have arrived too.
+ */
+const STALL_SUSPECT_MS = 2;
 
 /**
  * Puts a timeout and a circuit breaker around calls to a shared store, and turns every
@@ -65,7 +67,7 @@ export interface GuardEvents {
  *
  * @example
  * const guard = new StoreGuard({ timeoutMs: 20 });
- * const result = await guard.run(() => store.take('k', limits, 1));
+ * const result = await guard.run(() => store.apply({ key: 'k', limits, take: 1 }));
  * if (!result.ok) console.warn(result.error.code); // ERR_TL_STORE_TIMEOUT, ERR_TL_CIRCUIT_OPEN, …
  */
 export class StoreGuard extends EventEmitter<GuardEvents> {
@@ -87,7 +89,7 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
     super();
     this.timeoutMs = assertInteger('timeoutMs', options.timeoutMs ?? DEFAULT_TIMEOUT_MS, 1, 60_000);
     const breaker = options.breaker ?? {};
-    if (breaker !== false && (breaker === null || typeof breaker !== 'object')) {
+    if (breaker !== false && (breaker === null || typeof breaker !== 'object' || Array.isArray(breaker))) {
       throw new ConfigError('breaker', breaker, 'an object or false');
     }
     this.#breakerEnabled = breaker !== false;
@@ -99,7 +101,7 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
       1000,
     );
     this.#cooldownMs = assertInteger('breaker.cooldownMs', b.cooldownMs ?? DEFAULT_COOLDOWN_MS, 1, 600_000);
-    this.#clock = options.clock ?? performance;
+    this.#clock = options.clock === undefined ? performance : assertClock('clock', options.clock);
   }
 
   /** The breaker's state now. */
@@ -110,15 +112,6 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
   /** Whether the store is considered down (breaker open or probing). */
   get degraded(): boolean {
     return this.#state !== 'closed';
-  }
-
-  /**
-   * The failure a call made now would get without reaching the store (breaker open and not
-   * yet time to probe), or `undefined` when a call would go through. Lets a hot path decide
-   * synchronously instead of awaiting a promise that is already settled.
-   */
-  refusal(): StoreError | undefined {
-    return this.accepting ? undefined : new CircuitOpenError(this.#lastError);
   }
 
   /** Whether a call made now would reach the store (breaker closed, or due for a probe). */
@@ -151,20 +144,42 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
   }
 
   /**
-   * Runs `call` under the timeout and breaker. Never rejects: a failure, a timeout or an open
-   * breaker resolves `{ ok: false, error }`, and is reported on the `failure` event.
+   * Runs `call` under the timeout and breaker: the one way to reach the store. `call` is not
+   * made at all while the breaker refuses (build an op inside it, so that nothing it carries is
+   * taken from the caller's books unless it is sent). Never rejects: a failure, a timeout or an
+   * open breaker resolves `{ ok: false, error }`, and a failure is reported on the `failure`
+   * event. A timer that fires late because this process stalled gives the reply one more turn
+   * of the event loop, so that a stall of its own never counts against the store.
    */
   run<T>(call: () => Promise<T>): Promise<GuardResult<T>> {
-    const refused = this.refusal();
-    if (refused) return Promise.resolve({ ok: false, error: refused });
+    if (!this.accepting) return Promise.resolve({ ok: false, error: new CircuitOpenError(this.#lastError) });
     if (this.#state === 'open') this.#state = 'half-open';
+    return this.#attempt(call, this.timeoutMs);
+  }
+
+  /**
+   * Runs `call` whatever the breaker says, under a timeout of its own: for `close()`, which
+   * makes one last attempt to hand leased tokens back even right after a blip opened the breaker.
+   */
+  force<T>(call: () => Promise<T>, timeoutMs: number): Promise<GuardResult<T>> {
+    return this.#attempt(call, timeoutMs);
+  }
+
+  #attempt<T>(call: () => Promise<T>, timeoutMs: number): Promise<GuardResult<T>> {
     return new Promise<GuardResult<T>>((resolve) => {
       let settled = false;
-      const timer = setTimeout(() => {
+      const fail = () => {
         if (settled) return;
         settled = true;
-        resolve(this.#failed(new StoreTimeoutError(this.timeoutMs)));
-      }, this.timeoutMs);
+        resolve(this.#failed(new StoreTimeoutError(timeoutMs)));
+      };
+      const due = performance.now() + timeoutMs;
+      const timer = setTimeout(() => {
+        // Fired late: this process stalled, and the reply may be waiting in a socket. Let the
+        // poll phase read it (immediates run after it) before blaming the store.
+        if (performance.now() - due > STALL_SUSPECT_MS) setImmediate(fail);
+        else fail();
+      }, timeoutMs);
       // A limiter's timers never keep a process alive.
       timer.unref();
       const onValue = (value: T) => {

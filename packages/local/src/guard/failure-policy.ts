@@ -2,6 +2,7 @@ import {
   allowDecision,
   assertInteger,
   assertLimits,
+  assertObject,
   assertOneOf,
   type Clock,
   ConfigError,
@@ -10,12 +11,13 @@ import {
   denyDecision,
   type FailurePolicy,
   type LimitSpec,
+  MIN_REFILL_PER_SECOND,
   type StoreError,
   smallestCapacity,
   tightestWhenFull,
 } from '@tiered-limiter/core';
-import { DEFAULT_CLOSED_RETRY_AFTER_MS } from './guard-defaults.js';
-import { LocalLimiter } from './local-limiter.js';
+import { DEFAULT_CLOSED_RETRY_AFTER_MS } from '../defaults.js';
+import { LocalLimiter } from '../local-limiter.js';
 
 const POLICIES: readonly FailurePolicy[] = ['open', 'closed', 'local'];
 
@@ -101,13 +103,15 @@ export class FailurePolicyDecider {
 /**
  * The global limits divided among `instances`: capacity rounded down (at least 1) and rate
  * divided, so `instances` processes falling back at once admit no more than the global limit.
+ * A rate that division would take below `MIN_REFILL_PER_SECOND` stays there (one token in about
+ * 11.6 days per instance): every valid limit divides into a working fallback.
  */
 export function divideLimits(limits: readonly LimitSpec[], instances: number): LimitSpec[] {
   return limits.map((spec) =>
     defineLimit({
       name: spec.name,
       capacity: Math.max(1, Math.floor(spec.capacity / instances)),
-      refillPerSecond: spec.refillPerSecond / instances,
+      refillPerSecond: Math.max(MIN_REFILL_PER_SECOND, spec.refillPerSecond / instances),
     }),
   );
 }
@@ -117,7 +121,7 @@ function localFallback(
   limits: readonly LimitSpec[],
   clock: Clock,
 ) {
-  const options = fallback ?? {};
+  const options = fallback === undefined ? {} : assertObject<LocalFallbackOptions>('fallback', fallback);
   let local: readonly LimitSpec[];
   if (options.limits !== undefined) {
     local = assertLimits('fallback.limits', options.limits);

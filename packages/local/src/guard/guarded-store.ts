@@ -1,0 +1,115 @@
+import type { EventEmitter } from 'node:events';
+import {
+  allowDecision,
+  assertBoolean,
+  assertStore,
+  type BucketOp,
+  type BucketReply,
+  type Clock,
+  type Decision,
+  type DecisionTier,
+  denyDecision,
+  type GlobalStore,
+  type LimiterEvents,
+  type LimitSpec,
+  type StoreError,
+  shadowOf,
+} from '@tiered-limiter/core';
+import { FailurePolicyDecider, type FailurePolicyOptions } from './failure-policy.js';
+import { type GuardResult, StoreGuard, type StoreGuardOptions } from './store-guard.js';
+
+/** Options every limiter over a `GlobalStore` shares. */
+export interface StoreLimiterOptions extends StoreGuardOptions, FailurePolicyOptions {
+  /** The shared store every instance uses, e.g. a `RedisStore`. */
+  store: GlobalStore;
+  /** The limit, or several limits checked all-or-nothing (e.g. 10 per second and 1,000 per hour). */
+  limits: LimitSpec | readonly LimitSpec[];
+  /**
+   * Shadow mode: decide and report, but admit everything (`decision.shadowDenied` tells what
+   * would have been denied), to watch a new limit before enforcing it.
+   * @default false
+   */
+  shadow?: boolean;
+}
+
+/** Decisions counted by the tier that made them, and by outcome. */
+export class DecisionCounts {
+  lease = 0;
+  global = 0;
+  fallback = 0;
+  local = 0;
+  allowed = 0;
+  denied = 0;
+}
+
+/**
+ * What every limiter over a store shares, wired once: the store behind its guard (timeout and
+ * breaker, the one way to reach it), the failure policy, shadow mode, the guard's events relayed
+ * to the limiter, and decision counters. The per-request and two-tier limiters each hold one.
+ */
+export class GuardedStore {
+  readonly store: GlobalStore;
+  readonly guard: StoreGuard;
+  readonly shadow: boolean;
+  readonly counts = new DecisionCounts();
+  readonly #options: StoreLimiterOptions;
+  readonly #clock: Clock;
+  #policy: FailurePolicyDecider;
+
+  constructor(
+    options: StoreLimiterOptions,
+    limits: readonly LimitSpec[],
+    clock: Clock,
+    events: EventEmitter<LimiterEvents>,
+  ) {
+    this.store = assertStore(options.store);
+    this.shadow = options.shadow === undefined ? false : assertBoolean('shadow', options.shadow);
+    this.#options = options;
+    this.#clock = clock;
+    this.#policy = new FailurePolicyDecider(options, limits, clock);
+    this.guard = new StoreGuard({ ...options, clock });
+    this.guard.relayTo(events);
+  }
+
+  /** The failure policy in force. */
+  get policy(): FailurePolicyDecider {
+    return this.#policy;
+  }
+
+  /** Rebuilds the failure policy for new limits (its local fallback is sized from them). */
+  setLimits(limits: readonly LimitSpec[]): void {
+    this.#policy = new FailurePolicyDecider(this.#options, limits, this.#clock);
+  }
+
+  /** Sends the op `build` makes, under the guard; `build` runs only if the op is sent. */
+  send(build: () => BucketOp): Promise<GuardResult<BucketReply>> {
+    return this.guard.run(() => this.store.apply(build()));
+  }
+
+  /** Counts `decision` and returns what the caller gets (admitted, in shadow mode). */
+  count(decision: Decision): Decision {
+    const counts = this.counts;
+    counts[decision.tier]++;
+    if (decision.allowed) counts.allowed++;
+    else counts.denied++;
+    return this.shadow ? shadowOf(decision) : decision;
+  }
+
+  /** The failure policy's decision for `cost` tokens of `key`, counted. */
+  byPolicy(key: string, cost: number, error: StoreError): Decision {
+    return this.count(this.#policy.decide(key, cost, error));
+  }
+
+  /** Stops relaying events. */
+  close(): void {
+    this.guard.removeAllListeners();
+  }
+}
+
+/** The `Decision` a store's reply makes, speaking of the limit the reply names. */
+export function decisionOf(reply: BucketReply, limits: readonly LimitSpec[], tier: DecisionTier): Decision {
+  const spec = limits[reply.limitIndex] ?? limits[0]!;
+  return reply.ok
+    ? allowDecision(reply.remaining, reply.resetMs, spec, tier)
+    : denyDecision(reply.retryAfterMs, reply.remaining, reply.resetMs, spec, tier);
+}

@@ -1,0 +1,129 @@
+import {
+  applyBucketOp,
+  assertInteger,
+  type BucketOp,
+  type BucketReply,
+  type Clock,
+  ConfigError,
+  freshSharedBucket,
+  type GlobalStore,
+  isSharedBucketFull,
+  type LimitSpec,
+  type SharedBucketState,
+  settleSharedBucket,
+} from '@tiered-limiter/core';
+import type { LRUCache } from 'lru-cache';
+import { DEFAULT_MEMORY_STORE_MAX_KEYS, MAX_MAX_KEYS } from '../defaults.js';
+import { lruTable } from '../table.js';
+
+/** Options of `MemoryStore`. */
+export interface MemoryStoreOptions {
+  /**
+   * The store's own clock, in ms. It plays the part of Redis's `TIME`: every instance that
+   * shares this store shares this clock.
+   * @default performance
+   */
+  clock?: Clock;
+  /**
+   * Buckets held at most; past it the least recently used is forgotten, which makes it full
+   * again (as an evicted Redis key would). Buckets that have refilled are dropped as well.
+   * @default 1_000_000
+   */
+  maxKeys?: number;
+}
+
+interface Entry {
+  readonly state: SharedBucketState;
+  spec: LimitSpec;
+}
+
+/** Buckets checked for a full refill, from the least recently used end, per op. */
+const SWEEP_PER_OP = 2;
+
+/**
+ * A `GlobalStore` held in this process's memory: the same buckets and replies as `RedisStore`
+ * (core's `applyBucketOp`, which `apply.lua` mirrors), for tests, single-process services, and
+ * trying the two-tier limiter without Redis. Memory stays bounded: a bucket that is full with
+ * nothing on lease is dropped, each op checks the least recently used buckets for that, and at
+ * most `maxKeys` are held.
+ *
+ * @example
+ * const store = new MemoryStore();
+ * const reply = await store.apply({ key: 'user:42', limits: [perSecond(10)], take: 1 });
+ * // { ok: true, granted: 1, remaining: 9, … }
+ */
+export class MemoryStore implements GlobalStore {
+  readonly #clock: Clock;
+  readonly #buckets: LRUCache<string, Entry>;
+
+  constructor(options: MemoryStoreOptions = {}) {
+    if (options === null || typeof options !== 'object')
+      throw new ConfigError('options', options, 'an object');
+    const clock = options.clock ?? performance;
+    if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function') {
+      throw new ConfigError('clock', clock, 'an object with a now() method');
+    }
+    this.#clock = clock;
+    const maxKeys = assertInteger(
+      'maxKeys',
+      options.maxKeys ?? DEFAULT_MEMORY_STORE_MAX_KEYS,
+      1,
+      MAX_MAX_KEYS,
+    );
+    this.#buckets = lruTable<string, Entry>(maxKeys);
+  }
+
+  /** Buckets held now (full ones with nothing on lease are dropped as they are found). */
+  get size(): number {
+    return this.#buckets.size;
+  }
+
+  apply(op: BucketOp): Promise<BucketReply> {
+    // Shared buckets count whole µs (see SharedBucketState), as Redis's TIME does.
+    const now = Math.round(this.#clock.now() * 1000);
+    const limits = op.limits;
+    const states: SharedBucketState[] = [];
+    for (const spec of limits) {
+      const entry = this.#buckets.get(entryKey(op.key, spec));
+      states.push(entry === undefined ? freshSharedBucket(spec, now) : entry.state);
+    }
+    const reply = applyBucketOp(states, limits, op, now);
+    limits.forEach((spec, i) => {
+      const id = entryKey(op.key, spec);
+      const state = states[i]!;
+      if (isSharedBucketFull(state, spec)) this.#buckets.delete(id);
+      else this.#buckets.set(id, { state, spec });
+    });
+    this.#sweep(now);
+    return Promise.resolve(reply);
+  }
+
+  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
+    for (const spec of limits) this.#buckets.delete(entryKey(key, spec));
+    return Promise.resolve();
+  }
+
+  /** Forgets every bucket. */
+  clear(): void {
+    this.#buckets.clear();
+  }
+
+  /** Drops the least recently used buckets that have refilled completely since they were touched. */
+  #sweep(now: number): void {
+    let checked = 0;
+    const full: string[] = [];
+    for (const id of this.#buckets.rkeys()) {
+      if (checked++ === SWEEP_PER_OP) break;
+      const entry = this.#buckets.peek(id)!;
+      settleSharedBucket(entry.state, entry.spec, now);
+      if (isSharedBucketFull(entry.state, entry.spec)) full.push(id);
+    }
+    // Deleting while lru-cache iterates would unlink the entry the iterator stands on.
+    for (const id of full) this.#buckets.delete(id);
+  }
+}
+
+function entryKey(key: string, spec: LimitSpec): string {
+  // NUL cannot appear in a limit name, so no user key can reach another limit's entry.
+  return `${spec.name}\u0000${key}`;
+}

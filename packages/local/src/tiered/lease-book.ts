@@ -1,0 +1,172 @@
+import type { Clock } from '@tiered-limiter/core';
+import { drainLease, expireGrants, type Lease } from './lease.js';
+import type { TieredConfig } from './options.js';
+import type { Refiller } from './refiller.js';
+import { releaseSharedClock, touchSharedClock } from './shared-clock.js';
+import type { TieredCounters } from './stats.js';
+
+/** Leases evicted while the store was away, kept to hand back once it answers, at most. */
+const MAX_OWING = 10_000;
+
+/**
+ * The lease lifecycle of a two-tier limiter, beside its hot path: leases that hold tokens, the
+ * sweep that expires them and hands expired tokens back, eviction, `block`, `reset` and
+ * `close()`. Its timer holds it only weakly, so a limiter dropped without `close()` is still
+ * garbage-collected (and then releases the shared clock).
+ */
+export class LeaseBook {
+  readonly #holding = new Set<Lease>();
+  readonly #owing = new Set<Lease>();
+  readonly #pending = new Set<Promise<unknown>>();
+  readonly #refiller: Refiller;
+  readonly #counters: TieredCounters;
+  readonly #clock: Clock;
+  readonly #config: TieredConfig;
+  readonly #timer: NodeJS.Timeout;
+  readonly #sharedClock: boolean;
+
+  constructor(
+    owner: object,
+    refiller: Refiller,
+    counters: TieredCounters,
+    clock: Clock,
+    config: TieredConfig,
+    sharedClock: boolean,
+  ) {
+    this.#refiller = refiller;
+    this.#counters = counters;
+    this.#clock = clock;
+    this.#config = config;
+    this.#sharedClock = sharedClock;
+    refiller.onGrant((lease) => this.#granted(lease));
+    const book = new WeakRef(this);
+    const timer = setInterval(() => {
+      const self = book.deref();
+      if (self === undefined) clearInterval(timer);
+      else self.#sweep();
+    }, config.sweepEveryMs);
+    // A limiter's timers never keep a process alive.
+    timer.unref();
+    this.#timer = timer;
+    dropped.register(owner, { timer, sharedClock }, this);
+  }
+
+  /** Tokens held in leases now. */
+  held(): number {
+    let held = 0;
+    for (const lease of this.#holding) held += lease.tokens;
+    return held;
+  }
+
+  /** Expires `lease`'s grants due by `nowMs`; their tokens are handed back with its next op. */
+  expire(lease: Lease, nowMs: number): void {
+    this.#counters.tokensExpired += expireGrants(lease, nowMs);
+  }
+
+  /** Tokens `lease` can still spend now. */
+  live(lease: Lease): number {
+    this.expire(lease, this.#clock.now());
+    return lease.tokens;
+  }
+
+  /** `lease` left the table (evicted): what it holds goes back to the store. */
+  evicted(lease: Lease): void {
+    if (lease.detached) return;
+    lease.detached = true;
+    this.#holding.delete(lease);
+    drainLease(lease);
+    this.#settle(lease);
+  }
+
+  /** `reset`: the lease is dropped with nothing handed back (its global buckets are deleted too). */
+  forget(lease: Lease): void {
+    lease.detached = true;
+    this.#holding.delete(lease);
+    lease.grants.length = 0;
+    lease.tokens = 0;
+    lease.head = undefined;
+  }
+
+  /** `block`: deny until `untilMs` here, and hand the lease's tokens back. */
+  block(lease: Lease, untilMs: number): void {
+    if (untilMs > lease.blockedUntilMs) lease.blockedUntilMs = untilMs;
+    if (untilMs > lease.deniedUntilMs) lease.deniedUntilMs = untilMs;
+    drainLease(lease);
+    this.#settle(lease);
+  }
+
+  /**
+   * Hands back every lease's tokens (one forced attempt per key, coalesced by the store), waits
+   * for them and for refills in flight at most `closeTimeoutMs`, and stops the timer.
+   */
+  async close(leases: readonly Lease[], clearTable: () => void): Promise<void> {
+    clearInterval(this.#timer);
+    dropped.unregister(this);
+    const force = { timeoutMs: this.#config.closeTimeoutMs };
+    const inFlight: Promise<unknown>[] = [];
+    for (const lease of [...leases, ...this.#owing]) {
+      lease.detached = true;
+      if (lease.refill !== undefined) inFlight.push(lease.refill);
+      drainLease(lease);
+      this.#pending.add(this.#refiller.settle(lease, force));
+    }
+    this.#owing.clear();
+    this.#holding.clear();
+    clearTable();
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.#config.closeTimeoutMs);
+    });
+    // A refill in flight hands its grant back as it lands (the lease is detached), so wait for
+    // those first, then for every hand-back.
+    const done = Promise.allSettled(inFlight).then(() => Promise.allSettled([...this.#pending]));
+    await Promise.race([done, deadline]);
+    clearTimeout(timer);
+    if (this.#sharedClock) releaseSharedClock();
+  }
+
+  #granted(lease: Lease): void {
+    if (lease.detached || this.#clock.now() < lease.blockedUntilMs) {
+      drainLease(lease);
+      this.#settle(lease);
+    } else {
+      this.#holding.add(lease);
+    }
+  }
+
+  #settle(lease: Lease): void {
+    const settle = this.#refiller.settle(lease, undefined);
+    this.#pending.add(settle);
+    void settle.then((ok) => {
+      this.#pending.delete(settle);
+      // Refused (the breaker is open): keep it and try again once the store answers.
+      if (!ok && lease.detached && this.#owing.size < MAX_OWING) this.#owing.add(lease);
+      else if (ok) this.#owing.delete(lease);
+    });
+  }
+
+  #sweep(): void {
+    if (this.#sharedClock) touchSharedClock();
+    const now = this.#clock.now();
+    for (const lease of this.#holding) {
+      this.expire(lease, now);
+      if (lease.tokens === 0 && lease.grants.length === 0) this.#holding.delete(lease);
+      else if (lease.refill === undefined && owesHandBack(lease)) this.#settle(lease);
+    }
+    for (const lease of this.#owing) this.#settle(lease);
+  }
+}
+
+/** Whether the lease holds tokens that expired unspent, or spends of grants it has used up. */
+function owesHandBack(lease: Lease): boolean {
+  for (const grant of lease.grants) {
+    if (grant.returning > 0 || (grant.left === 0 && grant.spent > 0)) return true;
+  }
+  return false;
+}
+
+/** Limiters dropped without `close()`: their timer stops and the shared clock is released. */
+const dropped = new FinalizationRegistry<{ timer: NodeJS.Timeout; sharedClock: boolean }>((held) => {
+  clearInterval(held.timer);
+  if (held.sharedClock) releaseSharedClock();
+});

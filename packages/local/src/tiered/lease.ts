@@ -1,0 +1,174 @@
+import type { BucketReply, LeaseReport, LimitSpec } from '@tiered-limiter/core';
+import type { GuardResult } from '../guard/store-guard.js';
+
+/**
+ * Tokens of one grant: one store generation, one expiry at this holder. The store holds the
+ * generation longer than the grant lives here (`holdMs` > `ttlMs`), so every token is spent or
+ * handed back before the store could let the bucket refill the room it takes.
+ */
+export class Grant {
+  /** Tokens not yet spent. */
+  left: number;
+  /** Tokens spent since the last report. */
+  spent = 0;
+  /** Tokens expired or drained unspent, to hand back in the next report. */
+  returning = 0;
+  /** The store's generation of these tokens. */
+  readonly generation: number;
+  /** When these tokens stop being good here (this process's clock). */
+  readonly expiresAtMs: number;
+
+  constructor(generation: number, expiresAtMs: number, tokens: number) {
+    this.generation = generation;
+    this.expiresAtMs = expiresAtMs;
+    this.left = tokens;
+  }
+}
+
+/**
+ * One key's lease: the grants this instance holds, oldest expiry first, and what it last heard
+ * of the global bucket. The hot path reads and writes `head` directly; everything else goes
+ * through the functions below.
+ */
+export class Lease {
+  /** The user's key this lease is for. */
+  readonly key: string;
+  /** Set once the lease left the table (evicted, or the limiter closed): late grants go back. */
+  detached = false;
+  /** The grant the hot path spends from: the first with tokens left (its expiry still to check). */
+  head: Grant | undefined = undefined;
+  /** Grants not yet fully accounted for to the store, by expiry. */
+  readonly grants: Grant[] = [];
+  /** Tokens left across the grants. */
+  tokens = 0;
+  /** At or below this many tokens, a hot-path admission starts a background refill. */
+  lowWater = 0;
+  /** Until then, deny here with no round trip (a global denial, or a `block`). */
+  deniedUntilMs = 0;
+  /** Until then the key is blocked (`block`): grants that land meanwhile go straight back. */
+  blockedUntilMs = 0;
+  /** The refill in flight, shared by every request that finds the lease short. */
+  refill: Promise<GuardResult<BucketReply>> | undefined = undefined;
+  /** Tokens that requests waiting on `refill` need. */
+  pendingCost = 0;
+  /** Tokens spent since the last refill was sent: the demand estimate. */
+  usedSinceRefill = 0;
+  /** When the last refill was sent. */
+  lastRefillAtMs: number;
+  /** The global bucket's remaining tokens, as of `replyAtMs`. */
+  globalRemaining: number;
+  /** When the last reply arrived. */
+  replyAtMs: number;
+  /** The last reply's `resetMs`. */
+  resetMs = 0;
+  /** The limit the last reply spoke of. */
+  limit: LimitSpec;
+
+  constructor(key: string, nowMs: number, limit: LimitSpec) {
+    this.key = key;
+    this.lastRefillAtMs = nowMs;
+    this.replyAtMs = nowMs;
+    this.globalRemaining = limit.capacity;
+    this.limit = limit;
+  }
+}
+
+/** Points `head` at the first grant with tokens left. */
+export function nextHead(lease: Lease): void {
+  let head: Grant | undefined;
+  for (const grant of lease.grants) {
+    if (grant.left > 0) {
+      head = grant;
+      break;
+    }
+  }
+  lease.head = head;
+}
+
+/** Adds a grant of `tokens` that stays good here until `expiresAtMs`. */
+export function addGrant(lease: Lease, generation: number, expiresAtMs: number, tokens: number): void {
+  const grants = lease.grants;
+  let i = grants.length;
+  while (i > 0 && grants[i - 1]!.expiresAtMs > expiresAtMs) i--;
+  grants.splice(i, 0, new Grant(generation, expiresAtMs, tokens));
+  lease.tokens += tokens;
+  nextHead(lease);
+}
+
+/** Moves every expired grant's tokens to be handed back; returns how many expired. */
+export function expireGrants(lease: Lease, nowMs: number): number {
+  let expired = 0;
+  for (const grant of lease.grants) {
+    if (grant.left > 0 && nowMs >= grant.expiresAtMs) {
+      expired += grant.left;
+      grant.returning += grant.left;
+      grant.left = 0;
+    }
+  }
+  if (expired > 0) {
+    lease.tokens -= expired;
+    nextHead(lease);
+  }
+  return expired;
+}
+
+/**
+ * Spends `cost` tokens from live grants, oldest first, if they hold that many: the general case
+ * of the hot path's one-grant step (a cost spanning grants, an expired head). Expire first.
+ */
+export function spend(lease: Lease, cost: number): boolean {
+  if (lease.tokens < cost) return false;
+  let owed = cost;
+  for (const grant of lease.grants) {
+    if (owed === 0) break;
+    const take = grant.left < owed ? grant.left : owed;
+    grant.left -= take;
+    grant.spent += take;
+    owed -= take;
+  }
+  lease.tokens -= cost;
+  lease.usedSinceRefill += cost;
+  nextHead(lease);
+  return true;
+}
+
+/** Moves every token left to be handed back (eviction, close, reset). Returns how many. */
+export function drainLease(lease: Lease): number {
+  const held = lease.tokens;
+  for (const grant of lease.grants) {
+    grant.returning += grant.left;
+    grant.left = 0;
+  }
+  lease.tokens = 0;
+  lease.head = undefined;
+  return held;
+}
+
+/** Whether the lease has spends or hand-backs the store has not heard of. */
+export function owes(lease: Lease): boolean {
+  for (const grant of lease.grants) if (grant.spent > 0 || grant.returning > 0) return true;
+  return false;
+}
+
+/**
+ * The reports the store has not heard yet, taken off the lease's books (a report is sent once,
+ * never again, whatever becomes of its call), or `undefined` when there are none. Grants fully
+ * accounted for are dropped.
+ */
+export function takeReports(lease: Lease): LeaseReport[] | undefined {
+  let reports: LeaseReport[] | undefined;
+  const grants = lease.grants;
+  for (const grant of grants) {
+    if (grant.spent === 0 && grant.returning === 0) continue;
+    if (reports === undefined) reports = [];
+    reports.push({ generation: grant.generation, spent: grant.spent, returned: grant.returning });
+    grant.spent = 0;
+    grant.returning = 0;
+  }
+  if (reports !== undefined) {
+    let kept = 0;
+    for (const grant of grants) if (grant.left > 0) grants[kept++] = grant;
+    grants.length = kept;
+  }
+  return reports;
+}

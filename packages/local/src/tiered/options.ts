@@ -1,0 +1,150 @@
+import {
+  assertBoolean,
+  assertInRange,
+  assertInteger,
+  assertObject,
+  ConfigError,
+  type LimitSpec,
+  smallestCapacity,
+} from '@tiered-limiter/core';
+import {
+  DEFAULT_ASSUMED_INSTANCES,
+  DEFAULT_CLOSE_TIMEOUT_MS,
+  DEFAULT_HORIZON_MS,
+  DEFAULT_LEASE_TTL_MS,
+  DEFAULT_LOW_WATER,
+  DEFAULT_MAX_BATCH,
+  DEFAULT_MAX_CONCURRENT_REFILLS,
+  DEFAULT_MAX_KEYS,
+  DEFAULT_MIN_BATCH,
+  MAX_MAX_KEYS,
+  MIN_LEASE_GRACE_MS,
+} from '../defaults.js';
+import type { LocalFallbackOptions } from '../guard/failure-policy.js';
+import type { StoreLimiterOptions } from '../guard/guarded-store.js';
+import type { BatchPolicy } from './batch-size.js';
+
+/** Lease options of `TieredLimiter`. */
+export interface LeaseOptions {
+  /**
+   * Milliseconds a leased token stays good at this instance; unused tokens then go back to the
+   * global bucket. The store holds leased tokens against the bucket's room for longer (see
+   * `MIN_LEASE_GRACE_MS`), so the fleet's bound does not grow with it: shorter only returns
+   * idle tokens sooner, longer costs fewer round trips for bursty keys.
+   * @default 1000
+   */
+  ttlMs?: number;
+  /** A batch aims to last this many ms at the key's observed rate. @default 100 */
+  horizonMs?: number;
+  /** Smallest batch a refill asks for. @default 1 */
+  minBatch?: number;
+  /** Largest batch a refill asks for. @default 100_000 */
+  maxBatch?: number;
+  /**
+   * Fraction of a grant at which a lease admission starts the next refill in the background,
+   * so that the lease is refilled before it runs dry.
+   * @default 0.25
+   */
+  lowWater?: number;
+}
+
+/** Options of `TieredLimiter`. */
+export interface TieredLimiterOptions extends StoreLimiterOptions {
+  /**
+   * Instances expected to share the limit. Caps one lease at `capacity / instances` (fair
+   * share), sizes batches near the limit, and, for `failurePolicy: 'local'`, divides the limit
+   * for the fallback bucket unless `fallback` says otherwise.
+   * @default 4 for batch sizing; the local fallback requires it (or `fallback.limits`)
+   */
+  instances?: number;
+  /** Lease sizing and lifetime. */
+  lease?: LeaseOptions;
+  /** Keys tracked at most; the least recently used is evicted and its lease returned. @default 100_000 */
+  maxKeys?: number;
+  /** Store ops in flight at once across all keys. @default 1024 */
+  maxConcurrentRefills?: number;
+  /**
+   * Read the clock on every decision instead of the process's shared clock thread (which a
+   * decision reads for about a nanosecond, and which stays right while the event loop is
+   * blocked). A custom `clock` is always read directly.
+   * @default false
+   */
+  exactClock?: boolean;
+  /** How long `close()` waits for the store to take back unspent tokens, in ms. @default 1000 */
+  closeTimeoutMs?: number;
+}
+
+/** `TieredLimiterOptions`, checked, with every default filled in. */
+export interface TieredConfig {
+  readonly ttlMs: number;
+  /** How long the store holds a grant's tokens: `ttlMs` plus the grace. */
+  readonly holdMs: number;
+  readonly lowWater: number;
+  readonly batch: BatchPolicy;
+  readonly maxKeys: number;
+  readonly maxConcurrentRefills: number;
+  readonly exactClock: boolean;
+  readonly closeTimeoutMs: number;
+  /** How often expired grants are swept and handed back. */
+  readonly sweepEveryMs: number;
+  /** The options the guarded store gets: the local fallback divided by `instances`. */
+  readonly storeOptions: StoreLimiterOptions;
+}
+
+/** Checks every option of a `TieredLimiter` (a `ConfigError` names the one refused) and fills in defaults. */
+export function resolveTieredOptions(
+  options: TieredLimiterOptions,
+  limits: readonly LimitSpec[],
+): TieredConfig {
+  const instances =
+    options.instances === undefined ? undefined : assertInteger('instances', options.instances, 1, 1_000_000);
+  const fallback =
+    options.fallback === undefined
+      ? undefined
+      : assertObject<LocalFallbackOptions>('fallback', options.fallback);
+  const storeOptions: StoreLimiterOptions =
+    options.failurePolicy === 'local' && instances !== undefined && fallback?.limits === undefined
+      ? { ...options, fallback: { ...fallback, instances: fallback?.instances ?? instances } }
+      : options;
+  const lease = options.lease === undefined ? {} : assertObject<LeaseOptions>('lease', options.lease);
+  const ttlMs = assertInteger('lease.ttlMs', lease.ttlMs ?? DEFAULT_LEASE_TTL_MS, 1, 3_600_000);
+  const minBatch = assertInteger('lease.minBatch', lease.minBatch ?? DEFAULT_MIN_BATCH, 1);
+  const maxBatch = assertInteger('lease.maxBatch', lease.maxBatch ?? DEFAULT_MAX_BATCH, minBatch);
+  const competitors = instances ?? DEFAULT_ASSUMED_INSTANCES;
+  const capacity = smallestCapacity(limits);
+  if ((options as { coarseTickMs?: unknown }).coarseTickMs !== undefined) {
+    throw new ConfigError(
+      'coarseTickMs',
+      (options as { coarseTickMs?: unknown }).coarseTickMs,
+      'absent: the hot path reads a shared clock thread now; pass exactClock: true to read the clock per decision',
+    );
+  }
+  return {
+    ttlMs,
+    holdMs: ttlMs + Math.max(MIN_LEASE_GRACE_MS, Math.ceil(ttlMs / 2)),
+    lowWater: assertInRange('lease.lowWater', lease.lowWater ?? DEFAULT_LOW_WATER, 0, 1),
+    batch: {
+      minBatch,
+      maxBatch,
+      horizonMs: assertInteger('lease.horizonMs', lease.horizonMs ?? DEFAULT_HORIZON_MS, 1, 3_600_000),
+      fairShare: Math.max(1, Math.floor(capacity / competitors)),
+      competitors,
+    },
+    maxKeys: assertInteger('maxKeys', options.maxKeys ?? DEFAULT_MAX_KEYS, 1, MAX_MAX_KEYS),
+    maxConcurrentRefills: assertInteger(
+      'maxConcurrentRefills',
+      options.maxConcurrentRefills ?? DEFAULT_MAX_CONCURRENT_REFILLS,
+      1,
+      100_000,
+    ),
+    exactClock: options.exactClock === undefined ? false : assertBoolean('exactClock', options.exactClock),
+    closeTimeoutMs: assertInteger(
+      'closeTimeoutMs',
+      options.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS,
+      0,
+      60_000,
+    ),
+    sweepEveryMs: Math.max(1, Math.min(250, Math.floor(ttlMs / 4))),
+    storeOptions,
+  };
+}

@@ -1,0 +1,60 @@
+import type { LimiterStats } from '@tiered-limiter/core';
+
+/** Counters of a `TieredLimiter` since it was made. */
+export interface TieredLimiterStats extends LimiterStats {
+  /** Decisions by the tier that made them. */
+  readonly decisions: { readonly lease: number; readonly global: number; readonly fallback: number };
+  /** Store calls sent: refills plus settles. */
+  readonly roundTrips: number;
+  /** Refill (`reserve`) ops sent. */
+  readonly refills: number;
+  /** Settle ops sent (reports alone: expired or evicted leases, `close()`). */
+  readonly refunds: number;
+  /** Tokens granted by the global bucket. */
+  readonly tokensLeased: number;
+  /** Unspent tokens handed back in reports whose call succeeded. */
+  readonly tokensRefunded: number;
+  /** Tokens whose grant expired here before they were spent (handed back when the store answers). */
+  readonly tokensExpired: number;
+  /**
+   * Reported tokens whose call failed: hand-backs and spends the store may never have heard of.
+   * They are never resent (the call may have run); the store releases them with their generation.
+   */
+  readonly tokensUnreported: number;
+  /** Tokens held in leases now, not yet spent nor returned. */
+  readonly tokensHeld: number;
+  /** Round-trip time of refills that answered, in ms. */
+  readonly refillLatencyMs: { readonly count: number; readonly mean: number; readonly max: number };
+  /** Milliseconds spent degraded (store considered down), the current spell included. */
+  readonly fallbackMs: number;
+  /** Whether the store is considered down now. */
+  readonly degraded: boolean;
+  /** Keys in the lease table. */
+  readonly keys: number;
+}
+
+/** The counters a `TieredLimiter` keeps; the hot path bumps `lease` and `allowed` directly. */
+export class TieredCounters {
+  refills = 0;
+  refunds = 0;
+  tokensLeased = 0;
+  tokensRefunded = 0;
+  tokensExpired = 0;
+  tokensUnreported = 0;
+  #latencyCount = 0;
+  #latencySum = 0;
+  #latencyMax = 0;
+
+  /** Records one refill's round trip. */
+  latency(ms: number): void {
+    this.#latencyCount++;
+    this.#latencySum += ms;
+    if (ms > this.#latencyMax) this.#latencyMax = ms;
+  }
+
+  /** The refill latency summary. */
+  latencySummary(): TieredLimiterStats['refillLatencyMs'] {
+    const count = this.#latencyCount;
+    return { count, mean: count === 0 ? 0 : this.#latencySum / count, max: this.#latencyMax };
+  }
+}

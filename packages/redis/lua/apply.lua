@@ -1,0 +1,142 @@
+--[[
+apply: one atomic step on each of E entries, in order; an entry is core's BucketOp on the N limits
+of one key (packages/core/src/store.ts): settle, reports, credit, debit, then take or reserve.
+Entries on one key see each other's effects (the state is cached for the call), and each key is
+written once at the end, only if an entry changed it.
+
+KEYS         the bucket keys of every entry in order, N per entry (one per limit). Within a call all
+             keys sit in one Cluster slot; an entry's N keys share the user key's {hash tag}.
+ARGV[1]      E, the number of entries; then per entry, in this order:
+               N                          limits
+               capacity, refillPerSecond  N pairs, one per limit
+               take                       tokens to take all-or-nothing, or 0
+               want, min, holdMs          a lease to reserve (want 0: none); held holdMs ms
+               credit, debit              tokens to give back / to take regardless, or 0
+               R                          reports, then R triples: generation, spent, returned
+
+Reply        7 integers per entry, in order:
+               ok           take: admitted; reserve: something granted; else 1 if a cost of 1 passes now
+               granted      tokens taken or leased
+               generation   the lease's generation (0 when nothing was leased)
+               remaining    whole tokens left in the limit the reply speaks of
+               retryAfterMs 0 when ok, else ms until what was asked could pass
+               resetMs      ms until that limit is full with nothing on lease
+               limitIndex   0-based index of that limit (core's isTighter: longest wait, fewest
+                            tokens, longest until full, first listed)
+
+Arithmetic, clock, storage and expiry: bucket.lua.
+]]
+
+-- Runs after bucket.lua (see src/scripts.ts), which defines now, load, save, settle, ….
+
+local reply = {}
+local at_arg, at_key = 2, 1
+local specs = {}
+
+for e = 1, tonumber(ARGV[1]) do
+  local n = tonumber(ARGV[at_arg])
+  at_arg = at_arg + 1
+  local keys, caps, rates, states = {}, {}, {}, {}
+  for i = 1, n do
+    keys[i] = KEYS[at_key]
+    at_key = at_key + 1
+    caps[i] = tonumber(ARGV[at_arg])
+    rates[i] = tonumber(ARGV[at_arg + 1]) / 1000
+    at_arg = at_arg + 2
+    states[i] = load(keys[i])
+    settle(states[i], caps[i], rates[i])
+    specs[keys[i]] = { caps[i], rates[i] }
+  end
+  local take = tonumber(ARGV[at_arg])
+  local want, min, hold_ms = tonumber(ARGV[at_arg + 1]), tonumber(ARGV[at_arg + 2]), tonumber(ARGV[at_arg + 3])
+  local credit, debit = tonumber(ARGV[at_arg + 4]), tonumber(ARGV[at_arg + 5])
+  local reports = tonumber(ARGV[at_arg + 6])
+  at_arg = at_arg + 7
+  for r = 1, reports do
+    local id, spent, returned = tonumber(ARGV[at_arg]), tonumber(ARGV[at_arg + 1]), tonumber(ARGV[at_arg + 2])
+    at_arg = at_arg + 3
+    for i = 1, n do
+      report(states[i], id, spent, returned)
+      states[i].dirty = true
+    end
+  end
+  for i = 1, n do
+    local st = states[i]
+    if credit > 0 then
+      local room = caps[i] - held_total(st.held)
+      if st.t < room then
+        if st.t + credit < room then st.t = st.t + credit else st.t = room end
+      end
+      st.dirty = true
+    end
+    if debit > 0 then
+      if st.t - debit > -caps[i] then st.t = st.t - debit else st.t = -caps[i] end
+      st.dirty = true
+    end
+  end
+
+  local granted, generation, need, decided = 0, 0, 1, false
+  if take > 0 then
+    need, decided = take, true
+    local ok = true
+    for i = 1, n do
+      if not covers(states[i].t, need) then ok = false end
+    end
+    if ok then
+      for i = 1, n do
+        take_from(states[i], need)
+        states[i].dirty = true
+      end
+      granted = need
+    end
+  elseif want > 0 then
+    need, decided, granted = min, true, want
+    for i = 1, n do
+      local w = whole(states[i].t)
+      if w < granted then granted = w end
+    end
+    if granted < min then granted = 0 end
+    if granted > 0 then
+      generation = generation_for(hold_ms)
+      for i = 1, n do
+        take_from(states[i], granted)
+        hold(states[i], generation, granted)
+        states[i].dirty = true
+      end
+    end
+  end
+
+  -- core's isTighter: the wait for what was asked when refused, else for the next token
+  local admitted = decided and granted > 0
+  local wait_for = need
+  if admitted then wait_for = 1 end
+  local at, at_wait, at_rem, at_full = 1, 0, 0, 0
+  for i = 1, n do
+    local st = states[i]
+    local wait = ms_until(st, caps[i], rates[i], wait_for)
+    local w = whole(st.t)
+    local full = ms_until(st, caps[i], rates[i], caps[i])
+    if i == 1 or tighter(wait, w, full, at_wait, at_rem, at_full) then
+      at, at_wait, at_rem, at_full = i, wait, w, full
+    end
+  end
+  local ok
+  if decided then ok = admitted else ok = at_wait == 0 end
+  local retry = at_wait
+  if admitted then retry = 0 end
+  local base = #reply
+  reply[base + 1] = ok and 1 or 0
+  reply[base + 2] = granted
+  reply[base + 3] = generation
+  reply[base + 4] = at_rem
+  reply[base + 5] = retry
+  reply[base + 6] = at_full
+  reply[base + 7] = at - 1
+end
+
+for i = 1, #order do
+  local key = order[i]
+  if cache[key].dirty then save(key, specs[key][1], specs[key][2]) end
+end
+
+return reply

@@ -1,0 +1,4 @@
+/** Most bucket keys one coalesced call carries: about half a millisecond of server time. */
+export const DEFAULT_MAX_KEYS_PER_CALL = 64;
+/** Coalesced calls in flight at once to one destination (the server, or a Cluster master). */
+export const DEFAULT_MAX_IN_FLIGHT = 2;
