@@ -25,7 +25,6 @@ export {
   TieredLimiterError,
 } from './errors.js';
 export type { LimitOptions, LimitSpec, RateOptions } from './limit.js';
-export type { Limiter, LimiterEvents, LimiterStats, SyncLimiter } from './limiter.js';
 export {
   assertCost,
   assertKey,
@@ -40,6 +39,7 @@ export {
   smallestCapacity,
   tightestWhenFull,
 } from './limit.js';
+export type { Limiter, LimiterEvents, LimiterStats, SyncLimiter } from './limiter.js';
 export type { BucketReply, GlobalStore, ReserveReply, TakeReply } from './store.js';
 export { assertStore } from './store.js';
 export { isTighter } from './tightest.js';
