@@ -64,13 +64,20 @@ async function getAll(url, count) {
   return responses;
 }
 
+/** Options of a store-backed limiter on a MemoryStore: the one place to add a new required option. */
+const onMemory = (m) => ({ store: new m.local.MemoryStore(), limits: spec(m), failurePolicy: 'closed' });
+
+/** Options of a Redis factory: a connected client, and a prefix of this run and this case. */
+const onRedis = async (m, ctx, name) => ({
+  redis: await ctx.redis(),
+  prefix: `${ctx.prefix}-${name}`,
+  limits: spec(m),
+  failurePolicy: 'closed',
+});
+
 /** A limiter of one request per second on a MemoryStore, for the HTTP cases. */
 const onePerSecond = (m) =>
-  new m.local.RequestLimiter({
-    store: new m.local.MemoryStore(),
-    limits: m.core.perSecond(1, { name: 'http' }),
-    failurePolicy: 'closed',
-  });
+  new m.local.RequestLimiter({ ...onMemory(m), limits: m.core.perSecond(1, { name: 'http' }) });
 
 /** Two GETs through a limit of 1/s: the first passes with the headers, the second is a 429. */
 function assertSecondDenied([first, second]) {
@@ -79,6 +86,22 @@ function assertSecondDenied([first, second]) {
   assert.match(first.headers['ratelimit-policy'] ?? '', /"http"/);
   assert.equal(second.status, 429, second.body);
   assert.equal(second.headers['content-type'], 'application/problem+json');
+}
+
+/** One decision of a per-request limiter on a limit of 10: the store admits it. Then closes it. */
+async function usePerRequest(limiter) {
+  const decision = await limiter.consume('k');
+  await limiter.close();
+  assert.deepEqual([decision.allowed, decision.remaining, decision.tier], [true, 9, 'global']);
+}
+
+/** Two decisions of a two-tier limiter (the second from its lease when it can). Then closes it. */
+async function useTiered(limiter) {
+  const first = await limiter.consume('k');
+  const second = limiter.tryConsume('k') ?? (await limiter.consume('k'));
+  await limiter.close();
+  assert.deepEqual([first.allowed, second.allowed], [true, true]);
+  assert.equal(first.tier === 'fallback' || second.tier === 'fallback', false);
 }
 
 /** @type {Record<string, Record<string, Exercise>>} */
@@ -218,28 +241,8 @@ export const exercises = {
       const reply = await store.take('k', [spec(m)], 1);
       assert.deepEqual([reply.allowed, reply.remaining, reply.limit], [true, 9, 10]);
     },
-    RequestLimiter: async (m) => {
-      const limiter = new m.local.RequestLimiter({
-        store: new m.local.MemoryStore(),
-        limits: spec(m),
-        failurePolicy: 'closed',
-      });
-      const decision = await limiter.consume('k');
-      await limiter.close();
-      assert.deepEqual([decision.allowed, decision.remaining, decision.tier], [true, 9, 'global']);
-    },
-    TieredLimiter: async (m) => {
-      const limiter = new m.local.TieredLimiter({
-        store: new m.local.MemoryStore(),
-        limits: spec(m),
-        failurePolicy: 'open',
-      });
-      const first = await limiter.consume('k');
-      const second = limiter.tryConsume('k') ?? (await limiter.consume('k'));
-      await limiter.close();
-      assert.deepEqual([first.allowed, second.allowed], [true, true]);
-      assert.equal(first.tier === 'fallback' || second.tier === 'fallback', false);
-    },
+    RequestLimiter: (m) => usePerRequest(new m.local.RequestLimiter(onMemory(m))),
+    TieredLimiter: (m) => useTiered(new m.local.TieredLimiter(onMemory(m))),
     StoreGuard: async (m) => {
       const guard = new m.local.StoreGuard({ timeoutMs: 1000 });
       assert.deepEqual(await guard.run(() => Promise.resolve(42)), { ok: true, value: 42 });
@@ -264,30 +267,10 @@ export const exercises = {
       const reply = await store.take('k', [spec(m)], 1);
       assert.deepEqual([reply.allowed, reply.remaining, reply.limit], [true, 9, 10]);
     },
-    createRedisLimiter: async (m, ctx) => {
-      const limiter = m.redis.createRedisLimiter({
-        redis: await ctx.redis(),
-        prefix: `${ctx.prefix}-request`,
-        limits: spec(m),
-        failurePolicy: 'closed',
-      });
-      const decision = await limiter.consume('k');
-      await limiter.close();
-      assert.deepEqual([decision.allowed, decision.remaining, decision.tier], [true, 9, 'global']);
-    },
-    createTieredLimiter: async (m, ctx) => {
-      const limiter = m.redis.createTieredLimiter({
-        redis: await ctx.redis(),
-        prefix: `${ctx.prefix}-tiered`,
-        limits: spec(m),
-        failurePolicy: 'closed',
-      });
-      const first = await limiter.consume('k');
-      const second = limiter.tryConsume('k') ?? (await limiter.consume('k'));
-      await limiter.close();
-      assert.deepEqual([first.allowed, second.allowed], [true, true]);
-      assert.equal(first.tier === 'fallback' || second.tier === 'fallback', false);
-    },
+    createRedisLimiter: async (m, ctx) =>
+      usePerRequest(m.redis.createRedisLimiter(await onRedis(m, ctx, 'request'))),
+    createTieredLimiter: async (m, ctx) =>
+      useTiered(m.redis.createTieredLimiter(await onRedis(m, ctx, 'tiered'))),
     assertPrefix: (m) => {
       assert.equal(m.redis.assertPrefix('api:v1'), 'api:v1');
       assert.throws(() => m.redis.assertPrefix('has space'), m.core.ConfigError);
