@@ -27,7 +27,7 @@ function packageDir(name: string, fromDir: string): string {
   }
 }
 
-/** ESM with no CommonJS entry: `require()` cannot load it as a function-bearing module. */
+/** ESM with no CommonJS entry: a CommonJS build cannot `require()` it on every Node 20. */
 function isEsmOnly(manifest: Manifest): boolean {
   const targets = JSON.stringify(manifest.exports ?? manifest.main ?? 'index.js');
   if (targets.includes('"require"') || targets.includes('.cjs"')) return false;
