@@ -9,7 +9,12 @@ export interface LimiterEvents {
   /** The breaker opened: the store is considered down, limits decide by their policy. */
   degraded: [error: StoreError];
   /** The store answered again after being degraded, `downMs` after it went down. */
-  recovered: [info: { downMs: number }];
+  recovered: [
+    info: {
+      /** Milliseconds the store was considered down, from the breaker opening to its first answer. */
+      downMs: number;
+    },
+  ];
 }
 
 /** Counters every limiter reports; each limiter adds its own beside them. */

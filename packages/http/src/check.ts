@@ -63,6 +63,7 @@ export interface RateLimitOptions<Req = IncomingMessage> extends RateLimitHeader
 
 /** The limiter's answer to a request that may go ahead: the headers to add. */
 export interface RateLimitAllowed {
+  /** Always `true`: the request may go on. */
   readonly allowed: true;
   /** The limiter's decision. */
   readonly decision: Decision;
@@ -72,6 +73,7 @@ export interface RateLimitAllowed {
 
 /** The limiter's answer to a request that is refused: the whole response to send. */
 export interface RateLimitDenied {
+  /** Always `false`: answer with `status` and `body` instead of going on. */
   readonly allowed: false;
   /** The limiter's decision. */
   readonly decision: Decision;

@@ -1,0 +1,152 @@
+import { execFile } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { checkPackage, createPackageFromTarballData } from '@arethetypeswrong/core';
+import { type RedisServer, startRedis } from '@tiered-limiter/test-harness';
+import { publint } from 'publint';
+import { formatMessage } from 'publint/utils';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { installedManifest, type PackedWorkspace, packWorkspace, type Tarball } from './packaging/packed.js';
+
+// What npm would publish: the tarballs of `pnpm pack`, linted by publint and arethetypeswrong
+// (both offline, on the local .tgz files), checked against the house's package.json rules, and
+// the examples of each package's README (the npm page) run from them. `pnpm check:packages`
+// runs this file alone; `pnpm exec attw <file.tgz>` shows attw's table for one tarball.
+const run = promisify(execFile);
+
+let packed: PackedWorkspace;
+let redis: RedisServer;
+beforeAll(async () => {
+  [packed, redis] = await Promise.all([packWorkspace('pack'), startRedis()]);
+});
+afterAll(async () => {
+  packed?.remove();
+  await redis?.stop();
+});
+
+const tarballs = () => packed.tarballs;
+const bytes = (tarball: Tarball) => readFileSync(tarball.file);
+const manifest = (tarball: Tarball) => installedManifest(packed.project, tarball.name);
+
+describe.each(['core', 'local', 'redis', 'http'] as const)('@tiered-limiter/%s tarball', (dir) => {
+  const tarball = () => tarballs().find((t) => t.dir === dir)!;
+
+  it('holds the ESM and CommonJS builds with their types, the LICENSE and the README, and no sources', () => {
+    const files = tarball().files;
+    for (const file of ['dist/index.js', 'dist/index.cjs', 'dist/index.d.ts', 'dist/index.d.cts']) {
+      expect(files).toContain(file);
+    }
+    expect(files).toEqual(expect.arrayContaining(['LICENSE', 'README.md', 'package.json']));
+    const shipped = /^(dist|lua)\/|^(LICENSE|README\.md|CHANGELOG\.md|package\.json)$/;
+    expect(files.filter((f) => !shipped.test(f))).toEqual([]);
+    const license = readFileSync(join(packed.project, 'node_modules', tarball().name, 'LICENSE'), 'utf8');
+    expect(license).toMatch(/^MIT License\n\nCopyright \(c\) 2026 tiered-limiter contributors\n/);
+  });
+
+  it('has a package.json that follows the house rules, with no workspace: range left', () => {
+    const pkg = manifest(tarball());
+    expect(pkg).toMatchObject({
+      name: `@tiered-limiter/${dir}`,
+      license: 'MIT',
+      author: 'tiered-limiter contributors',
+      type: 'module',
+      sideEffects: false,
+      engines: { node: '>=20' },
+      repository: { type: 'git', directory: `packages/${dir}` },
+      publishConfig: { access: 'public' },
+    });
+    expect(pkg.description?.length).toBeGreaterThan(40);
+    expect(pkg.homepage).toMatch(/^https:\/\//);
+    expect(pkg.bugs?.url).toMatch(/^https:\/\//);
+    expect(pkg.keywords?.length).toBeGreaterThanOrEqual(3);
+    expect(pkg.files).toContain('dist');
+    // Types first inside each condition: TypeScript takes the first condition that matches.
+    const root = pkg.exports?.['.'] as Record<'import' | 'require', Record<string, string>>;
+    expect(Object.keys(root)).toEqual(['import', 'require']);
+    expect(Object.keys(root.import)).toEqual(['types', 'default']);
+    expect(Object.keys(root.require)).toEqual(['types', 'default']);
+    const ranges = { ...pkg.dependencies, ...pkg.peerDependencies };
+    for (const [name, range] of Object.entries(ranges)) {
+      expect(range, name).not.toMatch(/^workspace:/);
+      if (name.startsWith('@tiered-limiter/'))
+        expect(range, name).toBe(`^${manifest(tarballOf(name)).version}`);
+    }
+  });
+
+  it('passes publint, strict (no error, warning or suggestion)', async () => {
+    const data = bytes(tarball());
+    const tarballBuffer = data.buffer.slice(
+      data.byteOffset,
+      data.byteOffset + data.byteLength,
+    ) as ArrayBuffer;
+    const { messages, pkg } = await publint({
+      pack: { tarball: tarballBuffer },
+      level: 'suggestion',
+      strict: true,
+    });
+    expect(messages.map((message) => `${message.type}: ${formatMessage(message, pkg)}`)).toEqual([]);
+  });
+
+  it('passes arethetypeswrong (node10, node16 from CJS and ESM, bundler)', async () => {
+    const result = await checkPackage(createPackageFromTarballData(new Uint8Array(bytes(tarball()))));
+    expect(result.types).not.toBe(false);
+    expect('problems' in result ? result.problems : []).toEqual([]);
+  });
+});
+
+function tarballOf(name: string): Tarball {
+  const found = tarballs().find((t) => t.name === name);
+  if (!found) throw new Error(`${name} was not packed`);
+  return found;
+}
+
+describe('package specifics', () => {
+  it('redis takes ioredis as a peer dependency, not a dependency of its own', () => {
+    const pkg = manifest(tarballOf('@tiered-limiter/redis'));
+    expect(pkg.peerDependencies).toHaveProperty('ioredis');
+    expect(pkg.dependencies ?? {}).not.toHaveProperty('ioredis');
+    expect(tarballOf('@tiered-limiter/redis').files).toContain('lua/bucket.lua');
+  });
+
+  it("local's CommonJS build carries p-limit, with its licence notice; its ESM build imports it", () => {
+    const root = join(packed.project, 'node_modules', '@tiered-limiter/local', 'dist');
+    const notices = readFileSync(join(root, 'THIRD-PARTY-LICENSES.md'), 'utf8');
+    expect(notices).toMatch(/## p-limit@\d+\.\d+\.\d+\n\nMIT License\n\nCopyright \(c\) Sindre Sorhus/);
+    expect(readFileSync(join(root, 'index.cjs'), 'utf8')).not.toMatch(/require\("p-limit"\)/);
+    expect(readFileSync(join(root, 'index.js'), 'utf8')).toMatch(/from "p-limit"/);
+  });
+});
+
+// Each ```ts block of a packed README that starts with `// example: <name>` runs as a plain ES
+// module in the consumer project; every `console.log(…); // output` line prints that output.
+const EXAMPLE = /```ts\n\/\/ example: ([\w-]+)\n([\s\S]*?)```/g;
+
+describe('README examples of the packed packages', () => {
+  // How many examples each README has at least (http's README has none marked yet).
+  const examples = { core: 1, local: 1, redis: 1, http: 0 } as const;
+
+  it.each(Object.entries(examples))(
+    '@tiered-limiter/%s: its examples run and print what their comments say',
+    async (dir, least) => {
+      const readme = readFileSync(
+        join(packed.project, 'node_modules', `@tiered-limiter/${dir}`, 'README.md'),
+        'utf8',
+      );
+      const found = [...readme.matchAll(EXAMPLE)];
+      expect(found.length).toBeGreaterThanOrEqual(least);
+      for (const [, name, code] of found) {
+        const file = join(packed.project, `example-${name}.mjs`);
+        writeFileSync(file, code!);
+        const expected = [...code!.matchAll(/console\.log\(.*\); \/\/ (.+)$/gm)].map((m) => m[1]);
+        const { stdout, stderr } = await run(process.execPath, [file], {
+          cwd: packed.project,
+          env: { ...process.env, REDIS_URL: redis.url },
+          timeout: 30_000,
+        });
+        expect(stderr).toBe('');
+        expect(stdout.trimEnd().split('\n')).toEqual(expected);
+      }
+    },
+  );
+});
