@@ -97,7 +97,7 @@ export function buildCheck<Req>(
       if (config !== undefined && config !== null && typeof config === 'object') {
         let resolved = configRoutes.get(config);
         if (resolved === undefined) {
-          resolved = settings.resolveRoute(`${raw.method} ${raw.url}`, config);
+          resolved = settings.resolveRoute(`config.rateLimit (${raw.method} ${raw.url})`, config);
           configRoutes.set(config, resolved);
         }
         return resolved;

@@ -47,7 +47,7 @@ const MIGRANTS: Readonly<Record<string, string>> = {
   keyGenerator: 'not set: use `key` instead, a function `(req) => string`',
   store: 'not set: the store belongs to the limiter (`new RequestLimiter({ store, ... })`)',
   whitelist: 'not set: use `allowList` (IP addresses and CIDR ranges) or `skip: (req) => boolean`',
-  onLimitReached: 'not set: use `onExceeded: (req, denial) => void`, called on every denial',
+  onLimitReached: 'not set: use `onExceeded` instead, `(req, denial) => void`, called on every denial',
   errorResponseBuilder:
     'not set: the body of a denial is `message` (a string, an object or a function) or `problem`',
   requestWasSuccessful:

@@ -26,7 +26,7 @@ export interface Settings<Req> {
   readonly source: LimiterSource<Req> | undefined;
   readonly routes: RouteTable<ResolvedRoute<Req> | false> | undefined;
   /** Resolves a route's own options (Fastify's `config.rateLimit`), checked as `routes` entries are. */
-  readonly resolveRoute: (name: string, value: unknown) => ResolvedRoute<Req> | false;
+  readonly resolveRoute: (where: string, value: unknown) => ResolvedRoute<Req> | false;
   readonly key: ((req: Req) => string) | undefined;
   readonly cost: ((req: Req) => number) | undefined;
   readonly skip: ((req: Req) => boolean) | undefined;
@@ -70,9 +70,9 @@ export function settingsOf<Req>(
   };
   if (options.createLimiter !== undefined) limiters();
 
-  const resolveRoute = (name: string, value: unknown): ResolvedRoute<Req> | false => {
+  /** Checks one route's limit; `where` names it in errors (`routes['/login']`). */
+  const resolveRoute = (where: string, value: unknown): ResolvedRoute<Req> | false => {
     if (value === false) return false;
-    const where = `routes['${name}']`;
     if (value === null || typeof value !== 'object') {
       throw new ConfigError(where, value, 'a limiter, { limiter or limit, cost?, key? }, or false');
     }
@@ -108,7 +108,9 @@ export function settingsOf<Req>(
   const routes =
     options.routes === undefined
       ? undefined
-      : new RouteTable<ResolvedRoute<Req> | false>(options.routes, resolveRoute);
+      : new RouteTable<ResolvedRoute<Req> | false>(options.routes, (name, value) =>
+          resolveRoute(`routes['${name}']`, value),
+        );
   if (source === undefined && !routesOnly && (routes === undefined || routes.empty)) {
     throw new ConfigError(
       'limiter',
