@@ -1,11 +1,11 @@
 /** What only Fastify has: per-route `config.rateLimit`, the route's own `onRequest`, its error handler. */
 import { defineLimit, type LimitSpec, perSecond } from '@tiered-limiter/core';
 import { clientIp, fastifyRateLimit, type HttpLimiter, ipKey, type RouteLimit } from '@tiered-limiter/http';
-import { MemoryStore, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
+import { MemoryStore, RequestLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseRateLimit, request, requestMany } from './helpers.js';
+import { exactTieredLimiter, parseRateLimit, request, requestMany } from './helpers.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -92,14 +92,7 @@ describe('fastifyRateLimit', () => {
 
   it("limits one route in its own onRequest, weighted, keyed by the route's pattern", async () => {
     const clock = new FakeClock(0);
-    const limiter = new TieredLimiter({
-      store: new MemoryStore({ clock }),
-      limits: report,
-      failurePolicy: 'open',
-      clock,
-      coarseTickMs: 0,
-      instances: 1,
-    });
+    const limiter = exactTieredLimiter(report, clock);
     closers.push(() => limiter.close());
     const app = Fastify();
     const limit = fastifyRateLimit<FastifyRequest>({

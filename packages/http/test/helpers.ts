@@ -1,9 +1,16 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { BucketReply, GlobalStore, LimitSpec, ReserveReply, TakeReply } from '@tiered-limiter/core';
+import type {
+  BucketReply,
+  Clock,
+  GlobalStore,
+  LimitSpec,
+  ReserveReply,
+  TakeReply,
+} from '@tiered-limiter/core';
 import type { HttpLimiter } from '@tiered-limiter/http';
-import { LocalLimiter, type LocalLimiterOptions } from '@tiered-limiter/local';
+import { LocalLimiter, type LocalLimiterOptions, MemoryStore, TieredLimiter } from '@tiered-limiter/local';
 import { parseList } from 'structured-headers';
 
 /** A store that answers through a real one until `failing` is set, then rejects every call. */
@@ -61,6 +68,21 @@ export function localHttpLimiter(options: LocalLimiterOptions): HttpLimiter {
     tryConsume: (key, cost) => local.tryConsume(key, cost),
     consume: async (key, cost) => local.tryConsume(key, cost),
   };
+}
+
+/**
+ * A two-tier limiter on a `MemoryStore`, on `clock`, reading the clock on every decision and alone
+ * in its fleet, so that lease decisions are exact.
+ */
+export function exactTieredLimiter(limits: LimitSpec, clock: Clock): TieredLimiter {
+  return new TieredLimiter({
+    store: new MemoryStore({ clock }),
+    limits,
+    failurePolicy: 'open',
+    clock,
+    coarseTickMs: 0,
+    instances: 1,
+  });
 }
 
 /** A server listening on a free loopback port. */

@@ -121,3 +121,53 @@ describe('options', () => {
     ).not.toThrow();
   });
 });
+
+describe('limit with createLimiter', () => {
+  const raw = { method: 'GET', url: '/', headers: {}, socket: {} } as never;
+
+  it('builds one limiter per distinct set of limits, equal values sharing one, and closes the least recently used past maxLimiters', async () => {
+    const made: { name: string; closed: boolean }[] = [];
+    const warnings: string[] = [];
+    const onWarning = (warning: Error & { code?: string }) => warnings.push(warning.code ?? '');
+    process.on('warning', onWarning);
+    try {
+      const check = createRateLimitCheck<{ plan: string }>({
+        key: () => 'k',
+        limit: (req) => perMinute(10, { name: req.plan }),
+        createLimiter: (limits) => {
+          const record = { name: limits[0]!.name, closed: false };
+          made.push(record);
+          const inner = localHttpLimiter({ limits });
+          return {
+            ...inner,
+            close: async () => {
+              record.closed = true;
+            },
+          };
+        },
+        maxLimiters: 2,
+      });
+      for (const plan of ['a', 'b', 'a', 'c', 'b']) await check({ plan }, raw);
+      // a, b built; a used again (b is now the least recent); c evicts b; b is built anew and evicts a.
+      expect(made.map((m) => `${m.name}${m.closed ? ' closed' : ''}`)).toEqual([
+        'a closed',
+        'b closed',
+        'c',
+        'b',
+      ]);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((code) => code === 'TL_HTTP_MAX_LIMITERS')).toHaveLength(1);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
+  it('refuses what a limit function returns when it is not limits, naming `limit`', () => {
+    const check = createRateLimitCheck<{ n: number }>({
+      key: () => 'k',
+      limit: () => 100 as never,
+      createLimiter: () => localHttpLimiter({ limits: perMinute(1) }),
+    });
+    expect(() => check({ n: 1 }, raw)).toThrow(/`limit`/);
+  });
+});
