@@ -82,7 +82,8 @@ export interface RateLimitOptions<Req = IncomingMessage> extends RateLimitHeader
    * that appends to it, it lets a client pick its own key, escape its limit, and spend
    * someone else's. Set it to the number of proxies that append, no more. On Express, an app
    * that set `trust proxy` is believed instead (`req.ip`) while this is 0. The header arriving
-   * while nothing trusts it raises one process warning (`TL_HTTP_UNTRUSTED_FORWARDED_FOR`).
+   * while nothing trusts it, on a request whose address is read (the default key, `allowList`), raises
+   * one process warning (`TL_HTTP_UNTRUSTED_FORWARDED_FOR`).
    * @default 0
    */
   trustProxy?: number;
