@@ -4,49 +4,80 @@ import { fileURLToPath } from 'node:url';
 import { type RedisServer, startRedis } from '@tiered-limiter/test-harness';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-// Every ```ts block of the README that starts with `// example: <name>` is run as it is written,
-// against the built packages and a real Redis, so the README cannot drift from the library.
-const README = fileURLToPath(new URL('../README.md', import.meta.url));
-const DIR = fileURLToPath(new URL('./.readme-examples/', import.meta.url));
-const TEST_DIR = fileURLToPath(new URL('.', import.meta.url));
+// Every ```ts block of a README that starts with `// example: <name>` is run as it is written,
+// against the built packages and a real Redis, so the README cannot drift from the library. The
+// HTTP package's examples run from inside that package, where Express, Fastify and the package
+// itself (by its own name) resolve.
+interface Readme {
+  readonly file: string;
+  /** Where the examples are written and run from: imports resolve from here. */
+  readonly dir: string;
+  readonly names: readonly string[];
+}
 
-const examples = [
-  ...readFileSync(README, 'utf8').matchAll(/```ts\n\/\/ example: ([\w-]+)\n([\s\S]*?)```/g),
-].map((m) => ({ name: m[1]!, code: m[2]! }));
+const url = (path: string) => fileURLToPath(new URL(path, import.meta.url));
+const READMES: readonly Readme[] = [
+  {
+    file: url('../README.md'),
+    dir: url('./.readme-examples/'),
+    names: ['tiered', 'per-request', 'multi-limit', 'local', 'prometheus', 'shutdown'],
+  },
+  {
+    file: url('../packages/http/README.md'),
+    dir: url('../packages/http/test/.readme-examples/'),
+    names: [
+      'http-node',
+      'http-express',
+      'http-fastify',
+      'http-keys',
+      'http-routes',
+      'http-plans',
+      'http-denials',
+      'migrate-express-rate-limit',
+      'migrate-fastify-rate-limit',
+      'migrate-rate-limiter-flexible',
+    ],
+  },
+];
+
+const examples = READMES.flatMap((readme) =>
+  [...readFileSync(readme.file, 'utf8').matchAll(/```ts\n\/\/ example: ([\w-]+)\n([\s\S]*?)```/g)].map(
+    (m) => ({
+      name: m[1]!,
+      code: m[2]!,
+      readme,
+    }),
+  ),
+);
 
 let redis: RedisServer;
 beforeAll(async () => {
   redis = await startRedis();
-  mkdirSync(DIR, { recursive: true });
-  // tsx would follow the root tsconfig's `paths` to the sources: run against the built packages.
-  writeFileSync(
-    `${DIR}tsconfig.json`,
-    JSON.stringify({ compilerOptions: { module: 'NodeNext', target: 'ES2022' } }),
-  );
+  for (const { dir } of READMES) {
+    mkdirSync(dir, { recursive: true });
+    // tsx would follow the root tsconfig's `paths` to the sources: run against the built packages.
+    writeFileSync(
+      `${dir}tsconfig.json`,
+      JSON.stringify({ compilerOptions: { module: 'NodeNext', target: 'ES2022' } }),
+    );
+  }
 });
 afterAll(async () => {
-  rmSync(DIR, { recursive: true, force: true });
+  for (const { dir } of READMES) rmSync(dir, { recursive: true, force: true });
   await redis.stop();
 });
 
 describe('README examples', () => {
-  it('finds the examples', () => {
-    expect(examples.map((e) => e.name)).toEqual([
-      'tiered',
-      'per-request',
-      'multi-limit',
-      'local',
-      'prometheus',
-      'shutdown',
-    ]);
+  it.each(READMES)('finds the examples of $file', (readme) => {
+    expect(examples.filter((e) => e.readme === readme).map((e) => e.name)).toEqual(readme.names);
   });
 
-  it.each(examples)('$name runs', ({ name, code }) => {
-    const file = `${DIR}${name}.mts`;
+  it.each(examples)('$name runs', ({ name, code, readme }) => {
+    const file = `${readme.dir}${name}.mts`;
     writeFileSync(file, code);
     const run = spawnSync(process.execPath, ['--import', 'tsx', file], {
-      cwd: TEST_DIR,
-      env: { ...process.env, REDIS_URL: redis.url, TSX_TSCONFIG_PATH: `${DIR}tsconfig.json` },
+      cwd: readme.dir,
+      env: { ...process.env, REDIS_URL: redis.url, TSX_TSCONFIG_PATH: `${readme.dir}tsconfig.json` },
       encoding: 'utf8',
       timeout: 30_000,
     });

@@ -1,97 +1,19 @@
 import type { IncomingMessage } from 'node:http';
-import { assertInteger, ConfigError, type Decision } from '@tiered-limiter/core';
+import type { Decision } from '@tiered-limiter/core';
 import { clientIp } from './client-ip.js';
-import { DEFAULT_FAIL_CLOSED_STATUS, DEFAULT_TRUST_PROXY, PROBLEM_CONTENT_TYPE } from './defaults.js';
-import {
-  type RateLimitHeaderOptions,
-  type RateLimitHeaders,
-  type RateLimitPolicy,
-  rateLimitHeaders,
-  rateLimitPolicy,
-} from './headers.js';
-import { type ProblemOption, problemBody } from './problem.js';
-import { type HttpLimiter, isLimiter, type ResolvedRoute, type RouteLimits, RouteTable } from './routes.js';
+import { rateLimitHeaders } from './headers.js';
+import { ipKey } from './ip.js';
+import type { LimiterEntry } from './limiter-source.js';
+import type { RateLimitInfo, RateLimitOptions, RateLimitOutcome } from './options.js';
+import { type DenialBody, denialBody } from './problem.js';
 import { wholeSeconds } from './seconds.js';
+import { type ResolvedRoute, settingsOf } from './settings.js';
+import { warnOnce } from './warn.js';
 
 /**
- * Options of `createRateLimit`, `expressRateLimit`, `fastifyRateLimit` and
- * `createRateLimitCheck`. `Req` is the request the framework hands to `key` and `cost`.
- */
-export interface RateLimitOptions<Req = IncomingMessage> extends RateLimitHeaderOptions {
-  /**
-   * The limit of every request that no route of `routes` names. Without it, such requests
-   * pass untouched (no headers). One of `limiter` and `routes` is required.
-   */
-  limiter?: HttpLimiter;
-  /**
-   * The key a request is counted under. The usual ones are one line: by header,
-   * `key: (req) => String(req.headers['x-api-key'])`; by user, `key: (req) => req.user.id`
-   * (after your authentication middleware); by client and route pattern (never the raw URL,
-   * whose query a client can vary), on Fastify `key: (r) => clientIp(r.raw) + ' ' + r.routeOptions.url`.
-   * @default the client's IP address (`clientIp(req, trustProxy)`)
-   */
-  key?: (req: Req) => string;
-  /**
-   * Tokens a request takes, a whole number from 1 to the limit's capacity.
-   * @default 1
-   */
-  cost?: (req: Req) => number;
-  /** Limits by route, each replacing `limiter` for the requests it names. See `RouteLimits`. */
-  routes?: RouteLimits<Req>;
-  /**
-   * Proxies in front of the server whose `X-Forwarded-For` entry the default key believes.
-   * Off (0) by default because any client can write that header: believed without a proxy
-   * that appends to it, it lets a client pick its own key, escape its limit, and spend
-   * someone else's. Set it to the number of proxies that append, no more.
-   * @default 0
-   */
-  trustProxy?: number;
-  /**
-   * The body of a denial (`application/problem+json`): a partial problem document laid over
-   * the default, or a function of the denial that returns the whole document.
-   * @default `{ type: 'about:blank', title: 'Too Many Requests', status: 429, detail: 'Too many requests; retry in 2 s.' }`
-   */
-  problem?: ProblemOption;
-  /**
-   * Status of a denial by the `closed` failure policy (the store failed; the client did not
-   * exceed anything). 503 tells clients and dashboards that the service is at fault; 429
-   * hides the outage behind the client's rate.
-   * @default 503
-   */
-  failClosedStatus?: 429 | 503;
-}
-
-/** The limiter's answer to a request that may go ahead: the headers to add. */
-export interface RateLimitAllowed {
-  /** Always `true`: the request may go on. */
-  readonly allowed: true;
-  /** The limiter's decision. */
-  readonly decision: Decision;
-  /** `RateLimit-Policy`, `RateLimit`, and the optional ones; see `rateLimitHeaders`. */
-  readonly headers: RateLimitHeaders;
-}
-
-/** The limiter's answer to a request that is refused: the whole response to send. */
-export interface RateLimitDenied {
-  /** Always `false`: answer with `status` and `body` instead of going on. */
-  readonly allowed: false;
-  /** The limiter's decision. */
-  readonly decision: Decision;
-  /** 429, or `failClosedStatus` for a denial by the `closed` failure policy. */
-  readonly status: number;
-  /** The rate-limit headers, `Retry-After`, and `Content-Type: application/problem+json`. */
-  readonly headers: RateLimitHeaders;
-  /** The problem document, as JSON. */
-  readonly body: string;
-}
-
-/** What a rate-limit check answers: the response to send, or the headers to add. */
-export type RateLimitOutcome = RateLimitAllowed | RateLimitDenied;
-
-/**
- * Checks one request. `req` is what `key` and `cost` are given; `raw` is Node's message
- * underneath (the same object for Node `http` and Express), which the default key and the
- * route table read. Answers `undefined` when no limit applies to the request. Synchronous
+ * Checks one request. `req` is what `key`, `cost`, `skip` and `limit` are given; `raw` is Node's
+ * message underneath (the same object for Node `http` and Express), which the default key and
+ * the route table read. Answers `undefined` when no limit applies to the request. Synchronous
  * when the limiter's `tryConsume` could decide, else a promise; `await` takes both.
  */
 export type RateLimitCheck<Req> = (
@@ -99,14 +21,24 @@ export type RateLimitCheck<Req> = (
   raw: IncomingMessage,
 ) => RateLimitOutcome | undefined | Promise<RateLimitOutcome | undefined>;
 
-/** An HTTP field name: an RFC 9110 token. */
-const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
+/** What an adapter adds to the framework-free check. */
+export interface AdapterHooks<Req> {
+  /** Option names the adapter takes beyond `RateLimitOptions` (`handler`). */
+  readonly options: readonly string[];
+  /** The route's own limit options (Fastify's `config.rateLimit`), read per request. */
+  readonly routeConfig?: (req: Req) => unknown;
+  /** The client address the framework's own proxy setting vouches for (Express's `trust proxy`). */
+  readonly trustedIp?: (req: Req) => string | undefined;
+}
+
+const NO_HOOKS: AdapterHooks<unknown> = { options: [] };
 
 /**
  * The framework-free core of the middleware, for a framework this package has no adapter
  * for: picks the request's limit, key and cost, asks the limiter (its synchronous
  * `tryConsume` first, when it has one), and answers the headers and, on a denial, the status
- * and body. Throws a `ConfigError` for bad options.
+ * and body. Throws a `ConfigError` for bad options. Call the outcome's `settle` when the
+ * response has ended, for `skipFailedRequests`/`skipSuccessfulRequests`.
  *
  * @example
  * // Koa
@@ -125,64 +57,69 @@ const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
 export function createRateLimitCheck<Req = IncomingMessage>(
   options: RateLimitOptions<Req>,
 ): RateLimitCheck<Req> {
-  if (options === null || typeof options !== 'object') throw new ConfigError('options', options, 'an object');
-  const { limiter, key, cost, problem } = options;
-  if (limiter !== undefined && !isLimiter(limiter)) {
-    throw new ConfigError('limiter', limiter, 'a limiter (an object with limits and consume)');
-  }
-  if (key !== undefined && typeof key !== 'function') {
-    throw new ConfigError('key', key, 'a function of the request');
-  }
-  if (cost !== undefined && typeof cost !== 'function') {
-    throw new ConfigError('cost', cost, 'a function of the request');
-  }
-  if (problem !== undefined && (problem === null || !['object', 'function'].includes(typeof problem))) {
-    throw new ConfigError('problem', problem, 'a partial problem document or a function returning one');
-  }
-  const degradedHeader = options.degradedHeader;
-  if (degradedHeader !== undefined && degradedHeader !== false && !HEADER_NAME.test(degradedHeader)) {
-    throw new ConfigError('degradedHeader', degradedHeader, 'a header name, or false');
-  }
-  const trustProxy = assertInteger('trustProxy', options.trustProxy ?? DEFAULT_TRUST_PROXY, 0, 100);
-  const failClosedStatus = options.failClosedStatus ?? DEFAULT_FAIL_CLOSED_STATUS;
-  if (failClosedStatus !== 429 && failClosedStatus !== 503) {
-    throw new ConfigError('failClosedStatus', failClosedStatus, 'one of 429, 503');
-  }
-  const routes = options.routes === undefined ? undefined : new RouteTable<Req>(options.routes);
-  if (limiter === undefined && (routes === undefined || routes.empty)) {
-    throw new ConfigError('limiter', limiter, 'a limiter, or at least one route in `routes`');
-  }
-  const headerOptions: RateLimitHeaderOptions = {
-    legacyHeaders: options.legacyHeaders ?? false,
-    degradedHeader,
+  return buildCheck(options, NO_HOOKS as AdapterHooks<Req>);
+}
+
+/** `createRateLimitCheck` with an adapter's hooks. */
+export function buildCheck<Req>(
+  options: RateLimitOptions<Req>,
+  hooks: AdapterHooks<Req>,
+): RateLimitCheck<Req> {
+  const routeConfig = hooks.routeConfig;
+  const settings = settingsOf(options, hooks.options, routeConfig !== undefined);
+  const { routes, source, skip, allowList, trustProxy, ipv6Subnet, key, cost } = settings;
+  const { onExceeded, message, problem } = options;
+  const body: DenialBody<Req> = { message, problem };
+  const owner = {};
+  const configRoutes = new WeakMap<object, ResolvedRoute<Req> | false>();
+
+  const addressOf = (req: Req, raw: IncomingMessage): string => {
+    if (trustProxy === 0) {
+      const trusted = hooks.trustedIp?.(req);
+      if (trusted !== undefined) return ipKey(trusted, false);
+      if (raw.headers['x-forwarded-for'] !== undefined) {
+        warnOnce(
+          owner,
+          'TL_HTTP_UNTRUSTED_FORWARDED_FOR',
+          'X-Forwarded-For arrived, but trustProxy is 0: requests are keyed by the socket address. ' +
+            'Behind a proxy that is the proxy, and every client shares one limit. Set `trustProxy` to ' +
+            "the number of proxies that append to X-Forwarded-For (on Express, or app.set('trust proxy', n)).",
+        );
+      }
+    }
+    return clientIp(raw, trustProxy);
   };
 
-  // Every limiter's RateLimit-Policy, computed once.
-  const policies = new Map<HttpLimiter, RateLimitPolicy>();
-  for (const each of [...(limiter ? [limiter] : []), ...(routes?.limiters() ?? [])]) {
-    policies.set(each, rateLimitPolicy(each.limits));
-  }
-
-  const answer = (decision: Decision, policy: RateLimitPolicy): RateLimitOutcome => {
-    const headers = rateLimitHeaders(decision, policy, headerOptions);
-    if (decision.allowed) return { allowed: true, decision, headers };
-    const status = decision.tier === 'fallback' && decision.policy === 'closed' ? failClosedStatus : 429;
-    const body = problemBody(problem, {
-      decision,
-      status,
-      retryAfterSeconds: wholeSeconds(decision.retryAfterMs),
-    });
-    headers['Content-Type'] = PROBLEM_CONTENT_TYPE;
-    return { allowed: false, decision, status, headers, body };
+  const routeOf = (req: Req, raw: IncomingMessage): ResolvedRoute<Req> | false | undefined => {
+    if (routeConfig !== undefined) {
+      const config = routeConfig(req);
+      if (config === false) return false;
+      if (config !== undefined && config !== null && typeof config === 'object') {
+        let resolved = configRoutes.get(config);
+        if (resolved === undefined) {
+          resolved = settings.resolveRoute(`config.rateLimit (${raw.method} ${raw.url})`, config);
+          configRoutes.set(config, resolved);
+        }
+        return resolved;
+      }
+    }
+    return routes?.find(raw.method, originalUrl(raw));
   };
 
   return (req, raw) => {
-    const route: ResolvedRoute<Req> | undefined = routes?.find(raw.method, originalUrl(raw));
-    const chosen = route?.limiter ?? limiter;
-    if (chosen === undefined) return undefined;
-    const policy = policies.get(chosen)!;
+    const route = routeOf(req, raw);
+    if (route === false) return undefined;
+    const from = route?.source ?? source;
+    if (from === undefined) return undefined;
+    if (skip?.(req) === true) return undefined;
+    let address: string | undefined;
+    if (allowList !== undefined) {
+      address = addressOf(req, raw);
+      if (allowList.has(address)) return undefined;
+    }
     const keyOf = route?.key ?? key;
-    const k = keyOf === undefined ? clientIp(raw, trustProxy) : keyOf(req);
+    const k = keyOf === undefined ? ipKey(address ?? addressOf(req, raw), ipv6Subnet) : keyOf(req);
+    const entry = from(req);
     const routeCost = route?.cost;
     const c =
       typeof routeCost === 'number'
@@ -192,10 +129,45 @@ export function createRateLimitCheck<Req = IncomingMessage>(
           : cost === undefined
             ? 1
             : cost(req);
-    const fast = chosen.tryConsume?.(k, c);
-    if (fast !== undefined) return answer(fast, policy);
-    return chosen.consume(k, c).then((decision) => answer(decision, policy));
+    const fast = entry.limiter.tryConsume?.(k, c);
+    if (fast !== undefined) return answer(req, fast, entry, k, c);
+    return entry.limiter.consume(k, c).then((decision) => answer(req, decision, entry, k, c));
   };
+
+  function answer(req: Req, decision: Decision, entry: LimiterEntry, k: string, c: number): RateLimitOutcome {
+    const info: RateLimitInfo = { ...decision, key: k, cost: c };
+    if (settings.requestProperty !== false) (req as Record<string, unknown>)[settings.requestProperty] = info;
+    const headers = rateLimitHeaders(decision, entry.policy, settings.headers);
+    if (decision.allowed)
+      return { allowed: true, decision: info, headers, settle: settler(decision, entry, k, c) };
+    const closed = decision.tier === 'fallback' && decision.policy === 'closed';
+    const status = closed ? settings.failClosedStatus : settings.statusCode;
+    const denial = { decision: info, status, retryAfterSeconds: wholeSeconds(decision.retryAfterMs) };
+    const written = denialBody(body, req, denial);
+    headers['Content-Type'] = written.contentType;
+    const outcome = { allowed: false as const, decision: info, status, headers, body: written.body };
+    onExceeded?.(req, outcome);
+    return outcome;
+  }
+
+  function settler(
+    decision: Decision,
+    entry: LimiterEntry,
+    k: string,
+    c: number,
+  ): ((succeeded: boolean) => void) | undefined {
+    const { skipFailed, skipSuccessful } = settings;
+    // A failure policy's decision took nothing from the limiter's buckets: nothing to give back.
+    if ((!skipFailed && !skipSuccessful) || decision.tier === 'fallback' || decision.shadowDenied) {
+      return undefined;
+    }
+    return (succeeded) => {
+      if (succeeded ? !skipSuccessful : !skipFailed) return;
+      entry.limiter.reward!(k, c).catch((error: unknown) => {
+        warnOnce(owner, 'TL_HTTP_REWARD_FAILED', `limiter.reward failed: ${String(error)}`);
+      });
+    };
+  }
 }
 
 /** Express keeps the URL before mounting in `originalUrl`; Node and Fastify's raw message have `url`. */

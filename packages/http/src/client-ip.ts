@@ -11,7 +11,8 @@ const MAPPED_V4 = /^::ffff:(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})$/i;
  * received from. With 1 (one load balancer), the last entry of `X-Forwarded-For` is the client;
  * with 2, the one before it; entries further left are whatever the client wrote, and never
  * read. An IPv4 address seen through an IPv6 socket (`::ffff:192.0.2.1`) is given as IPv4, so
- * a client has one key whichever way it connected. A closed socket gives `'unknown'`.
+ * a client has one key whichever way it connected. A closed socket gives `'unknown'`. The
+ * default key is `ipKey(clientIp(req, trustProxy), ipv6Subnet)`.
  *
  * @example
  * const ip = clientIp(req); // '127.0.0.1'

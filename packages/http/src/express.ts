@@ -1,9 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createRateLimitCheck, type RateLimitOptions } from './check.js';
-import { writeOutcome } from './node-http.js';
+import { ConfigError } from '@tiered-limiter/core';
+import { buildCheck, type RateLimitCheck } from './check.js';
+import type { RateLimitDenied, RateLimitOptions } from './options.js';
+import { writeOutcome } from './respond.js';
 
 /**
- * An Express (5) middleware: the signature Express calls, typed without Express, so this
+ * An Express (4 or 5) middleware: the signature Express calls, typed without Express, so this
  * package needs no Express types. `Req` is the request `key` and `cost` receive; give
  * Express's `Request` to read `req.ip` or what your own middleware added.
  */
@@ -13,11 +15,22 @@ export type RateLimitMiddleware<Req extends IncomingMessage = IncomingMessage> =
   next: (error?: unknown) => void,
 ) => void;
 
+/** Options of `expressRateLimit`: the common ones, and a `handler` with Express's signature. */
+export interface ExpressRateLimitOptions<Req extends IncomingMessage = IncomingMessage>
+  extends RateLimitOptions<Req> {
+  /**
+   * Answers a denial instead of the default (status, problem document), as express-rate-limit's
+   * `handler` does. The rate-limit headers are already set; answer with `res`, or call `next`.
+   */
+  handler?: (req: Req, res: ServerResponse, next: (error?: unknown) => void, denial: RateLimitDenied) => void;
+}
+
 /**
- * Rate limiting as Express (5) middleware. Sets the rate-limit headers and calls `next()`, or
- * answers the denial itself (429 or 503, `Retry-After`, a problem document). A decision the
+ * Rate limiting as Express (4 or 5) middleware. Sets the rate-limit headers and calls `next()`,
+ * or answers the denial itself (429 or 503, `Retry-After`, a problem document). A decision the
  * two-tier limiter makes from its lease calls `next()` synchronously, without a promise. An
- * error from `key`, `cost` or a bad cost goes to `next(error)`.
+ * error from `key`, `cost` or a bad cost goes to `next(error)`. When the app has set
+ * `trust proxy` and `trustProxy` is 0, the default key is Express's `req.ip`.
  *
  * Mounted on one route (`app.post('/login', limit, handler)`) it limits exactly what Express
  * routes there; with `app.use` and `routes`, see `RouteLimits` for how paths are compared.
@@ -33,9 +46,16 @@ export type RateLimitMiddleware<Req extends IncomingMessage = IncomingMessage> =
  * app.post('/login', expressRateLimit({ limiter: login }), (req, res) => { res.send('welcome'); });
  */
 export function expressRateLimit<Req extends IncomingMessage = IncomingMessage>(
-  options: RateLimitOptions<Req>,
+  options: ExpressRateLimitOptions<Req>,
 ): RateLimitMiddleware<Req> {
-  const check = createRateLimitCheck(options);
+  const handler = options?.handler;
+  if (handler !== undefined && typeof handler !== 'function') {
+    throw new ConfigError('handler', handler, 'a function (req, res, next, denial) that answers the denial');
+  }
+  const check: RateLimitCheck<Req> = buildCheck(options, {
+    options: ['handler'],
+    trustedIp: expressTrustedIp,
+  });
   return (req, res, next) => {
     let result: ReturnType<typeof check>;
     try {
@@ -44,14 +64,19 @@ export function expressRateLimit<Req extends IncomingMessage = IncomingMessage>(
       next(error);
       return;
     }
-    if (result instanceof Promise) {
-      result
-        .then((outcome) => {
-          if (outcome === undefined || writeOutcome(res, outcome)) next();
-        })
-        .catch(next);
-    } else if (result === undefined || writeOutcome(res, result)) {
-      next();
-    }
+    const go = (outcome: Awaited<typeof result>) => {
+      if (outcome === undefined) return next();
+      const deny = handler && !outcome.allowed ? () => handler(req, res, next, outcome) : undefined;
+      if (writeOutcome(res, outcome, deny)) next();
+    };
+    if (result instanceof Promise) result.then(go).catch(next);
+    else go(result);
   };
+}
+
+/** `req.ip` when the Express app trusts proxies (`app.set('trust proxy', …)`), else `undefined`. */
+function expressTrustedIp(req: IncomingMessage): string | undefined {
+  const { app, ip } = req as IncomingMessage & { app?: { get?: (name: string) => unknown }; ip?: unknown };
+  if (typeof app?.get !== 'function' || !app.get('trust proxy')) return undefined;
+  return typeof ip === 'string' && ip !== '' ? ip : undefined;
 }

@@ -1,14 +1,21 @@
-import type { IncomingMessage } from 'node:http';
-import { createRateLimitCheck, type RateLimitOptions, type RateLimitOutcome } from './check.js';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ConfigError } from '@tiered-limiter/core';
+import { buildCheck } from './check.js';
+import type { RateLimitDenied, RateLimitOptions, RateLimitOutcome } from './options.js';
+import { settleOnClose } from './respond.js';
 
-/** What the Fastify hook reads of a request: Node's message underneath. */
+/** What the Fastify hook reads of a request: Node's message underneath, and the route's config. */
 export interface FastifyRequestLike {
   /** Node's `IncomingMessage`. */
   readonly raw: IncomingMessage;
+  /** The route's options; `config.rateLimit` gives a route its own limit (or `false`: none). */
+  readonly routeOptions?: { readonly config?: unknown };
 }
 
 /** What the Fastify hook calls on a reply. */
 export interface FastifyReplyLike {
+  /** Node's `ServerResponse`, watched for `skipFailedRequests`/`skipSuccessfulRequests`. */
+  readonly raw: ServerResponse;
   /** Sets a response header. */
   header(name: string, value: string): unknown;
   /** Sets the status code. */
@@ -27,12 +34,26 @@ export type RateLimitHook<Req extends FastifyRequestLike = FastifyRequestLike> =
   done: (error?: Error) => void,
 ) => void;
 
+/** Options of `fastifyRateLimit`: the common ones, and a `handler` with Fastify's signature. */
+export interface FastifyRateLimitOptions<Req extends FastifyRequestLike = FastifyRequestLike>
+  extends RateLimitOptions<Req> {
+  /**
+   * Answers a denial instead of the default (status, problem document). The rate-limit headers
+   * are already set on the reply; the handler must send it.
+   */
+  handler?: (request: Req, reply: FastifyReplyLike, denial: RateLimitDenied) => void;
+}
+
 /**
  * Rate limiting as a Fastify (5) `onRequest` hook: for every route with `addHook`, for one
  * route in its `onRequest` option. Sets the rate-limit headers and lets the request go on,
  * or sends the denial itself (429 or 503, `Retry-After`, a problem document). It is a
  * callback hook, so a decision the two-tier limiter makes from its lease costs no promise.
  * An error from `key`, `cost` or a bad cost goes to Fastify's error handler.
+ *
+ * A route's `config.rateLimit` overrides the hook's limit for that route, as @fastify/rate-limit's
+ * does: `{ limiter }` or `{ limit }` (with `createLimiter`), with optional `cost` and `key`; or
+ * `false` for none. Without `limiter`, `limit` or `routes`, only routes with a config are limited.
  *
  * `key` and `cost` receive Fastify's request (`Req`); the default key and the `routes` table
  * read Node's message under it (`request.raw`).
@@ -49,9 +70,17 @@ export type RateLimitHook<Req extends FastifyRequestLike = FastifyRequestLike> =
  * app.get('/items', async () => ({ items: [] }));
  */
 export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequestLike>(
-  options: RateLimitOptions<Req>,
+  options: FastifyRateLimitOptions<Req>,
 ): RateLimitHook<Req> {
-  const check = createRateLimitCheck(options);
+  const handler = options?.handler;
+  if (handler !== undefined && typeof handler !== 'function') {
+    throw new ConfigError('handler', handler, 'a function (request, reply, denial) that sends the denial');
+  }
+  const check = buildCheck(options, {
+    options: ['handler'],
+    routeConfig: (request) =>
+      (request.routeOptions?.config as { rateLimit?: unknown } | undefined)?.rateLimit,
+  });
   return (request, reply, done) => {
     let result: ReturnType<typeof check>;
     try {
@@ -60,33 +89,31 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
       done(toError(error));
       return;
     }
+    const finish = (outcome: RateLimitOutcome | undefined) => {
+      if (outcome === undefined) return done();
+      const { headers } = outcome;
+      for (const name in headers) reply.header(name, headers[name]!);
+      if (outcome.allowed) {
+        if (outcome.settle !== undefined) settleOnClose(reply.raw, outcome.settle);
+        return done();
+      }
+      // A hook that sends does not call done(): Fastify then skips the handler.
+      if (handler !== undefined) return handler(request, reply, outcome);
+      // A Buffer, because Fastify would append `; charset=utf-8` to the media type of a string
+      // (JSON has no charset).
+      reply.code(outcome.status);
+      reply.send(Buffer.from(outcome.body));
+    };
     if (result instanceof Promise) {
-      result.then((outcome) => finish(outcome, reply, done)).catch((error: unknown) => done(toError(error)));
+      result.then(finish).catch((error: unknown) => done(toError(error)));
     } else {
-      finish(result, reply, done);
+      try {
+        finish(result);
+      } catch (error) {
+        done(toError(error));
+      }
     }
   };
-}
-
-function finish(
-  outcome: RateLimitOutcome | undefined,
-  reply: FastifyReplyLike,
-  done: (error?: Error) => void,
-): void {
-  if (outcome === undefined) {
-    done();
-    return;
-  }
-  const { headers } = outcome;
-  for (const name in headers) reply.header(name, headers[name]!);
-  if (outcome.allowed) {
-    done();
-    return;
-  }
-  // A hook that sends does not call done(): Fastify then skips the handler. A Buffer, because
-  // Fastify would append `; charset=utf-8` to the media type of a string (JSON has no charset).
-  reply.code(outcome.status);
-  reply.send(Buffer.from(outcome.body));
 }
 
 function toError(error: unknown): Error {

@@ -10,6 +10,8 @@ export interface PolicyItem {
   readonly quota: number;
   /** `w`: seconds an empty bucket takes to fill again, rounded up, at least 1. */
   readonly windowSeconds: number;
+  /** The limit itself. */
+  readonly limit: LimitSpec;
 }
 
 /**
@@ -23,11 +25,25 @@ export interface RateLimitPolicy {
   readonly header: string;
 }
 
+/**
+ * Which fields of draft-ietf-httpapi-ratelimit-headers are sent: `'draft-11'` and `'draft-10'`
+ * (the two revisions define the same `RateLimit-Policy` and `RateLimit` syntax, and for a token
+ * bucket the same `t`), or `false` for none.
+ */
+export type StandardHeaders = 'draft-10' | 'draft-11' | false;
+
 /** Options of `rateLimitHeaders`. */
 export interface RateLimitHeaderOptions {
   /**
+   * Send `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers), or not.
+   * `Retry-After` is sent on every denial either way.
+   * @default 'draft-11'
+   */
+  standardHeaders?: StandardHeaders;
+  /**
    * Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (seconds
-   * from now, not an epoch time), for clients that predate the IETF fields.
+   * from now until the limit is full, or the `Retry-After` of a denial; not an epoch time), for
+   * clients that predate the IETF fields.
    * @default false
    */
   legacyHeaders?: boolean;
@@ -43,7 +59,7 @@ export interface RateLimitHeaderOptions {
 export type RateLimitHeaders = Record<string, string>;
 
 /**
- * The `RateLimit-Policy` of a limiter's limits (draft-ietf-httpapi-ratelimit-headers-10):
+ * The `RateLimit-Policy` of a limiter's limits (draft-ietf-httpapi-ratelimit-headers-10 and -11):
  * one item per limit, named by the limit, with `q` its capacity and `w` the seconds an empty
  * bucket takes to fill. A token bucket of capacity `q` refilled over `w` seconds admits a
  * burst of `q`, then `q` per `w` seconds. Throws a `ConfigError` for a list that is not limits.
@@ -55,7 +71,12 @@ export type RateLimitHeaders = Record<string, string>;
 export function rateLimitPolicy(limits: LimitSpec | readonly LimitSpec[]): RateLimitPolicy {
   const items = assertLimits('limits', limits).map(
     (spec): PolicyItem =>
-      Object.freeze({ name: spec.name, quota: spec.capacity, windowSeconds: wholeSeconds(spec.fillMs) }),
+      Object.freeze({
+        name: spec.name,
+        quota: spec.capacity,
+        windowSeconds: wholeSeconds(spec.fillMs),
+        limit: spec,
+      }),
   );
   const header = items
     .map((item) => `${quote(item.name)};q=${item.quota};w=${item.windowSeconds}`)
@@ -65,17 +86,20 @@ export function rateLimitPolicy(limits: LimitSpec | readonly LimitSpec[]): RateL
 
 /**
  * The response headers for `decision`:
- * - `RateLimit-Policy`, always;
- * - `RateLimit: "<limit>";r=<remaining>;t=<seconds>` for the tightest limit, when a bucket was
- *   read: `t` is the seconds until it is full when admitted, the `Retry-After` when denied.
- *   A decision of the `open` or `closed` failure policy read no bucket, so it carries none;
- * - `Retry-After`, on a denial: `retryAfterMs` in whole seconds, rounded up (at least 1);
- * - `X-RateLimit-Limit`, `-Remaining`, `-Reset` with `legacyHeaders` (the last two, as
- *   `RateLimit`, only when a bucket was read);
- * - the degraded header (`RateLimit-Degraded: policy=open`) when a store failure made the
- *   decision.
+ * - `RateLimit-Policy`, always (unless `standardHeaders: false`);
+ * - `RateLimit: "<limit>";r=<remaining>;t=<seconds>`, one item, for the limit the decision
+ *   names (`decision.name`: the one that denied, else the tightest), when a bucket was read.
+ *   `r` is its whole tokens left; `t` the seconds until its next token, which is what both
+ *   revisions define for a token bucket (-10: "until additional quota is made available"; -11:
+ *   "within which the client can use no more than the available quota"). A denial of cost 1
+ *   waits exactly for that token, so its `t` equals `Retry-After`; a heavier request waits longer
+ *   and its `Retry-After` is later than `t`, as the draft allows. A full bucket has no next token
+ *   and no `t`;
+ * - `Retry-After` on a denial, in whole seconds rounded up;
+ * - the legacy `X-RateLimit-*` fields and the degraded header, as `options` say.
  *
- * A shadow-mode decision that would have denied is admitted: it gets no `Retry-After`.
+ * A decision of the `open` or `closed` failure policy read no bucket, so it has no `RateLimit`
+ * (nor legacy remaining and reset). A shadow-mode denial is admitted and gets no `Retry-After`.
  *
  * @example
  * const policy = rateLimitPolicy(limiter.limits);
@@ -87,19 +111,24 @@ export function rateLimitHeaders(
   policy: RateLimitPolicy,
   options: RateLimitHeaderOptions = {},
 ): RateLimitHeaders {
-  const headers: RateLimitHeaders = { 'RateLimit-Policy': policy.header };
+  const headers: RateLimitHeaders = {};
+  const standard = options.standardHeaders !== false;
+  if (standard) headers['RateLimit-Policy'] = policy.header;
   const readBucket = decision.tier !== 'fallback' || decision.policy === 'local';
   const retryAfter = decision.allowed ? 0 : wholeSeconds(decision.retryAfterMs);
-  const reset = decision.allowed ? wholeSeconds(decision.resetMs, 0) : retryAfter;
-  if (readBucket) {
-    headers.RateLimit = `${quote(nameOf(decision.limit, policy))};r=${decision.remaining};t=${reset}`;
+  if (standard && readBucket) {
+    const item = itemOf(decision.name, policy);
+    const t = nextTokenSeconds(decision, item.limit);
+    headers.RateLimit = `${quote(item.name)};r=${decision.remaining}${t === undefined ? '' : `;t=${t}`}`;
   }
   if (!decision.allowed) headers['Retry-After'] = String(retryAfter);
   if (options.legacyHeaders) {
     headers['X-RateLimit-Limit'] = String(decision.limit);
     if (readBucket) {
       headers['X-RateLimit-Remaining'] = String(decision.remaining);
-      headers['X-RateLimit-Reset'] = String(reset);
+      headers['X-RateLimit-Reset'] = String(
+        decision.allowed ? wholeSeconds(decision.resetMs, 0) : retryAfter,
+      );
     }
   }
   const degraded = options.degradedHeader ?? DEFAULT_DEGRADED_HEADER;
@@ -110,13 +139,35 @@ export function rateLimitHeaders(
 }
 
 /**
- * The limit a decision speaks of: the first whose capacity is the decision's `limit`. A
- * decision names its tightest limit by capacity only; two limits of one limiter with the same
- * capacity are told apart by nothing, and the first is named.
+ * Seconds until the limit's next whole token, rounded up; `undefined` when it is full. The
+ * decision gives the limit's whole tokens and its time until full (`resetMs`, whole ms rounded
+ * up): the tokens missing are `resetMs × rate`, and the next token comes when the fraction of
+ * one that is missing has refilled (a whole token's time when none is). The ms of rounding in
+ * `resetMs` is allowed for, and the result is kept within one token's time and `resetMs`.
  */
-function nameOf(limit: number, policy: RateLimitPolicy): string {
-  for (const item of policy.items) if (item.quota === limit) return item.name;
-  return policy.items[0]!.name;
+function nextTokenSeconds(decision: Decision, spec: LimitSpec): number | undefined {
+  const perTokenMs = 1 / spec.refillPerMs;
+  const retryAfterMs = decision.retryAfterMs;
+  // No whole token left and a wait of at most one token's time: the denied request waits for
+  // exactly the next token, so `t` is its Retry-After, to the ms.
+  if (decision.remaining === 0 && retryAfterMs > 0 && retryAfterMs <= perTokenMs + 1) {
+    return wholeSeconds(retryAfterMs);
+  }
+  const resetMs = decision.resetMs;
+  if (!(resetMs > 0)) return undefined;
+  const missing = resetMs * spec.refillPerMs;
+  const slack = spec.refillPerMs + 1e-9;
+  let nextMs = resetMs - (Math.ceil(missing - slack) - 1) * perTokenMs;
+  if (nextMs > perTokenMs) nextMs = perTokenMs;
+  if (nextMs > resetMs) nextMs = resetMs;
+  return wholeSeconds(nextMs);
+}
+
+function itemOf(name: string, policy: RateLimitPolicy): PolicyItem {
+  for (const item of policy.items) if (item.name === name) return item;
+  // A decision that names no limit of this policy (a limiter whose limits changed under it):
+  // the first item, so the field still parses; its numbers are the decision's own.
+  return policy.items[0]!;
 }
 
 /** A structured-field String (RFC 8941 §3.3.3): quoted, with `\` and `"` escaped. */

@@ -1,5 +1,17 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createRateLimitCheck, type RateLimitOptions, type RateLimitOutcome } from './check.js';
+import { ConfigError } from '@tiered-limiter/core';
+import { buildCheck } from './check.js';
+import type { RateLimitDenied, RateLimitOptions } from './options.js';
+import { writeOutcome } from './respond.js';
+
+/** Options of `createRateLimit`: the common ones, and a `handler` with Node's signature. */
+export interface NodeRateLimitOptions extends RateLimitOptions<IncomingMessage> {
+  /**
+   * Answers a denial instead of the default (status, problem document). The rate-limit headers
+   * are already set; the handler must end the response.
+   */
+  handler?: (req: IncomingMessage, res: ServerResponse, denial: RateLimitDenied) => void;
+}
 
 /**
  * Rate limiting for Node's `http` server, or anything that hands over Node's request and
@@ -22,25 +34,20 @@ import { createRateLimitCheck, type RateLimitOptions, type RateLimitOutcome } fr
  * }).listen(3000, '127.0.0.1');
  */
 export function createRateLimit(
-  options: RateLimitOptions<IncomingMessage>,
+  options: NodeRateLimitOptions,
 ): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
-  const check = createRateLimitCheck(options);
+  const handler = options?.handler;
+  if (handler !== undefined && typeof handler !== 'function') {
+    throw new ConfigError('handler', handler, 'a function (req, res, denial) that answers the denial');
+  }
+  const check = buildCheck(options, { options: ['handler'] });
   return async (req, res) => {
     const outcome = await check(req, req);
-    return outcome === undefined || writeOutcome(res, outcome);
+    if (outcome === undefined) return true;
+    return writeOutcome(
+      res,
+      outcome,
+      handler && !outcome.allowed ? () => handler(req, res, outcome) : undefined,
+    );
   };
-}
-
-/**
- * Writes an outcome of `createRateLimitCheck` to a Node response: the headers, and on a
- * denial the status and body, ending the response. Returns whether the request may go on.
- */
-export function writeOutcome(res: ServerResponse, outcome: RateLimitOutcome): boolean {
-  const { headers } = outcome;
-  for (const name in headers) res.setHeader(name, headers[name]!);
-  if (outcome.allowed) return true;
-  res.statusCode = outcome.status;
-  res.setHeader('Content-Length', Buffer.byteLength(outcome.body));
-  res.end(outcome.body);
-  return false;
 }

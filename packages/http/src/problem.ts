@@ -1,4 +1,5 @@
 import type { Decision } from '@tiered-limiter/core';
+import { PROBLEM_CONTENT_TYPE } from './defaults.js';
 
 /**
  * A problem document (RFC 9457), the body of a denial, sent as `application/problem+json`.
@@ -19,11 +20,11 @@ export interface ProblemDocument {
   [member: string]: unknown;
 }
 
-/** What a `problem` function is told about the denial it writes a body for. */
+/** What a `problem` or `message` function is told about the denial it writes a body for. */
 export interface Denial {
   /** The limiter's decision. */
   readonly decision: Decision;
-  /** The status the answer carries: 429, or `failClosedStatus` for a `closed`-policy denial. */
+  /** The status the answer carries: `statusCode`, or `failClosedStatus` for a `closed`-policy denial. */
   readonly status: number;
   /** The `Retry-After` value, in whole seconds. */
   readonly retryAfterSeconds: number;
@@ -56,9 +57,33 @@ export function defaultProblem(denial: Denial): ProblemDocument {
   };
 }
 
-/** The JSON body of a denial, by the `problem` option. */
-export function problemBody(option: ProblemOption | undefined, denial: Denial): string {
-  if (typeof option === 'function') return JSON.stringify(option(denial));
+/** The options that shape a denial's body. */
+export interface DenialBody<Req> {
+  readonly message: string | object | ((req: Req, denial: Denial) => string | object) | undefined;
+  readonly problem: ProblemOption | undefined;
+}
+
+/**
+ * A denial's body and media type: `message` when given (a string as `text/plain`, anything else
+ * as JSON), else the problem document by `problem`.
+ */
+export function denialBody<Req>(
+  options: DenialBody<Req>,
+  req: Req,
+  denial: Denial,
+): { body: string; contentType: string } {
+  const { message, problem } = options;
+  if (message !== undefined) {
+    const value = typeof message === 'function' ? message(req, denial) : message;
+    return typeof value === 'string'
+      ? { body: value, contentType: 'text/plain; charset=utf-8' }
+      : { body: JSON.stringify(value), contentType: 'application/json' };
+  }
+  if (typeof problem === 'function')
+    return { body: JSON.stringify(problem(denial)), contentType: PROBLEM_CONTENT_TYPE };
   const base = defaultProblem(denial);
-  return JSON.stringify(option === undefined ? base : { ...base, ...option });
+  return {
+    body: JSON.stringify(problem === undefined ? base : { ...base, ...problem }),
+    contentType: PROBLEM_CONTENT_TYPE,
+  };
 }

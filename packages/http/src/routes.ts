@@ -1,24 +1,16 @@
-import { ConfigError, type Decision, type LimitSpec } from '@tiered-limiter/core';
+import { ConfigError } from '@tiered-limiter/core';
+import type { HttpLimiter } from './limiter.js';
+import type { LimitOption } from './options.js';
 
 /**
- * What the middleware needs of a limiter: its limits (for `RateLimit-Policy`) and `consume`.
- * `RequestLimiter` and `TieredLimiter` from `@tiered-limiter/local` fit; with `tryConsume`
- * (the two-tier limiter's synchronous hot path), it is asked first, and `consume` only when
- * it returns `undefined`.
+ * A route's own limit: its limiter (or its `limit`, built with the middleware's
+ * `createLimiter`), and optionally its own cost and key.
  */
-export interface HttpLimiter {
-  /** The limits, all-or-nothing. */
-  readonly limits: readonly LimitSpec[];
-  /** Takes `cost` tokens for `key`; resolves a `Decision`, never rejects for a store failure. */
-  consume(key: string, cost?: number): Promise<Decision>;
-  /** A decision without a promise when one can be made locally, else `undefined`. */
-  tryConsume?(key: string, cost?: number): Decision | undefined;
-}
-
-/** A route's own limit: a limiter, and optionally its own cost and key. */
 export interface RouteLimit<Req> {
-  /** The limiter of this route. */
-  limiter: HttpLimiter;
+  /** The limiter of this route. One of `limiter` and `limit` is required. */
+  limiter?: HttpLimiter;
+  /** The limits of this route, or a function of the request picking them; see `limit`. */
+  limit?: LimitOption<Req>;
   /**
    * Tokens a request takes: a number, or a function of the request.
    * @default the middleware's `cost`, else 1
@@ -26,44 +18,42 @@ export interface RouteLimit<Req> {
   cost?: number | ((req: Req) => number);
   /**
    * The key a request is counted under.
-   * @default the middleware's `key`, else the client's IP address
+   * @default the middleware's `key`, else the client's address
    */
   key?: (req: Req) => string;
 }
 
 /**
  * Limits by route. A name is a path (`/login`), a path with a method (`POST /login`), or a
- * prefix ending in `/*` (`/api/*` is `/api` and everything under it). Paths are compared
- * without query, case-insensitively, with repeated and trailing slashes ignored and
- * percent-escapes decoded, so that a spelling a router would still send to the handler
- * (`/Login/`, `/log%69n`) cannot dodge the route's limit. The most specific name wins: an
- * exact path before a prefix, a longer prefix before a shorter one, a name with the method
- * before one without.
+ * prefix ending in `/*` (`/api/*` is `/api` and everything under it); the value is a limiter, a
+ * `RouteLimit`, or `false` for a path that is not limited at all (`'/api/health': false`). Paths
+ * are compared without query, case-insensitively, with repeated and trailing slashes ignored
+ * and percent-escapes decoded, so that a spelling a router would still send to the handler
+ * (`/Login/`, `/log%69n`) cannot dodge the route's limit. A `HEAD` request counts against the
+ * `GET` route of its path, since frameworks answer it with the `GET` handler. The most specific
+ * name wins: an exact path before a prefix, a longer prefix before a shorter one, a name with
+ * the method before one without.
  */
-export type RouteLimits<Req> = Readonly<Record<string, HttpLimiter | RouteLimit<Req>>>;
+export type RouteLimits<Req> = Readonly<Record<string, HttpLimiter | RouteLimit<Req> | false>>;
 
-/** A route's limit, resolved. */
-export interface ResolvedRoute<Req> {
-  readonly limiter: HttpLimiter;
-  readonly cost: number | ((req: Req) => number) | undefined;
-  readonly key: ((req: Req) => string) | undefined;
-}
-
-interface PrefixRoute<Req> {
+interface PrefixRoute<T> {
   readonly method: string | undefined;
   readonly prefix: string;
-  readonly route: ResolvedRoute<Req>;
+  readonly route: T;
 }
 
 const METHOD = /^([A-Za-z]+)\s+(\S+)$/;
 
 /** The compiled `routes` option: finds a request's route limit in one map lookup or a short scan. */
-export class RouteTable<Req> {
-  readonly #exact = new Map<string, ResolvedRoute<Req>>();
-  readonly #prefixes: PrefixRoute<Req>[] = [];
+export class RouteTable<T> {
+  readonly #exact = new Map<string, T>();
+  readonly #prefixes: PrefixRoute<T>[] = [];
 
-  constructor(routes: RouteLimits<Req>) {
-    if (routes === null || typeof routes !== 'object') throw new ConfigError('routes', routes, 'an object');
+  /** `resolve` turns each route's value into what `find` answers, checking it. */
+  constructor(routes: unknown, resolve: (name: string, value: unknown) => T) {
+    if (routes === null || typeof routes !== 'object' || Array.isArray(routes)) {
+      throw new ConfigError('routes', routes, 'an object of route names to limiters');
+    }
     for (const [name, value] of Object.entries(routes)) {
       const route = resolve(name, value);
       const match = METHOD.exec(name.trim());
@@ -88,57 +78,30 @@ export class RouteTable<Req> {
     return this.#exact.size === 0 && this.#prefixes.length === 0;
   }
 
-  /** The limiters of every route, each once. */
-  limiters(): HttpLimiter[] {
-    const all = new Set<HttpLimiter>();
-    for (const route of this.#exact.values()) all.add(route.limiter);
-    for (const { route } of this.#prefixes) all.add(route.limiter);
-    return [...all];
-  }
-
   /** The route limit of a request, or `undefined` when no route names it. */
-  find(method: string | undefined, url: string | undefined): ResolvedRoute<Req> | undefined {
+  find(method: string | undefined, url: string | undefined): T | undefined {
     const path = normalizePath(pathOf(url ?? '/'));
     const verb = (method ?? 'GET').toUpperCase();
-    const exact = this.#exact.get(`${verb} ${path}`) ?? this.#exact.get(`* ${path}`);
-    if (exact) return exact;
+    // HEAD is answered by the GET handler (Express, Fastify, and RFC 9110 §9.3.2): it counts there.
+    const exact =
+      this.#exact.get(`${verb} ${path}`) ??
+      (verb === 'HEAD' ? this.#exact.get(`GET ${path}`) : undefined) ??
+      this.#exact.get(`* ${path}`);
+    if (exact !== undefined) return exact;
     for (const entry of this.#prefixes) {
-      if (entry.method !== undefined && entry.method !== verb) continue;
+      if (
+        entry.method !== undefined &&
+        entry.method !== verb &&
+        !(verb === 'HEAD' && entry.method === 'GET')
+      ) {
+        continue;
+      }
       if (path === entry.prefix || path.startsWith(entry.prefix === '/' ? '/' : `${entry.prefix}/`)) {
         return entry.route;
       }
     }
     return undefined;
   }
-}
-
-function resolve<Req>(name: string, value: HttpLimiter | RouteLimit<Req>): ResolvedRoute<Req> {
-  if (isLimiter(value)) return { limiter: value, cost: undefined, key: undefined };
-  if (value === null || typeof value !== 'object' || !isLimiter(value.limiter)) {
-    throw new ConfigError(`routes['${name}']`, value, 'a limiter, or { limiter, cost?, key? }');
-  }
-  const { cost, key } = value;
-  if (cost !== undefined && typeof cost !== 'function' && !(Number.isInteger(cost) && cost >= 1)) {
-    throw new ConfigError(
-      `routes['${name}'].cost`,
-      cost,
-      'an integer from 1 up, or a function of the request',
-    );
-  }
-  if (key !== undefined && typeof key !== 'function') {
-    throw new ConfigError(`routes['${name}'].key`, key, 'a function of the request');
-  }
-  return { limiter: value.limiter, cost, key };
-}
-
-/** Whether `value` has what the middleware calls: `limits` and `consume`. */
-export function isLimiter(value: unknown): value is HttpLimiter {
-  return (
-    value !== null &&
-    typeof value === 'object' &&
-    typeof (value as HttpLimiter).consume === 'function' &&
-    Array.isArray((value as HttpLimiter).limits)
-  );
 }
 
 /** The path of a request target, without query or fragment. */

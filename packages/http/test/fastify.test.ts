@@ -1,9 +1,17 @@
-import { defineLimit } from '@tiered-limiter/core';
-import { clientIp, fastifyRateLimit } from '@tiered-limiter/http';
-import { MemoryStore, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
+/** What only Fastify has: per-route `config.rateLimit`, the route's own `onRequest`, its error handler. */
+import { defineLimit, type LimitSpec, perSecond } from '@tiered-limiter/core';
+import { clientIp, fastifyRateLimit, type HttpLimiter, ipKey, type RouteLimit } from '@tiered-limiter/http';
+import { MemoryStore, RequestLimiter } from '@tiered-limiter/local';
+import { FakeClock } from '@tiered-limiter/test-harness';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FakeClock, FlakyStore, request, requestMany } from './helpers.js';
+import { exactTieredLimiter, parseRateLimit, request, requestMany } from './helpers.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    rateLimit?: RouteLimit<FastifyRequest> | false;
+  }
+}
 
 const api = defineLimit({ capacity: 3, refillPerSecond: 1, name: 'api' });
 const report = defineLimit({ capacity: 10, refillPerSecond: 1, name: 'report' });
@@ -20,104 +28,96 @@ async function start(app: FastifyInstance): Promise<string> {
   return app.listen({ host: '127.0.0.1', port: 0 });
 }
 
+function requestLimiter(limits: LimitSpec, clock = new FakeClock(0)): HttpLimiter {
+  const limiter = new RequestLimiter({
+    store: new MemoryStore({ clock }),
+    limits,
+    failurePolicy: 'open',
+    clock,
+  });
+  closers.push(() => limiter.close());
+  return limiter;
+}
+
 describe('fastifyRateLimit', () => {
-  it('limits every route as an onRequest hook, headers on each answer, 429 at the limit', async () => {
-    const clock = new FakeClock(0);
-    const limiter = new RequestLimiter({
-      store: new MemoryStore({ clock }),
-      limits: api,
-      failurePolicy: 'open',
-      clock,
-    });
-    closers.push(() => limiter.close());
+  it("lets a route's config.rateLimit replace the hook's limit, or switch it off", async () => {
     const app = Fastify();
-    app.addHook('onRequest', fastifyRateLimit({ limiter }));
-    app.get('/items', async () => ({ items: [] }));
+    app.addHook('onRequest', fastifyRateLimit<FastifyRequest>({ limiter: requestLimiter(api) }));
+    const login = requestLimiter(defineLimit({ capacity: 1, refillPerSecond: 0.1, name: 'login' }));
+    let handled = 0;
+    app.get('/login', { config: { rateLimit: { limiter: login, key: () => 'everyone' } } }, async () => {
+      handled++;
+      return 'login';
+    });
+    app.get('/health', { config: { rateLimit: false } }, async () => 'ok');
+    app.get('/items', async () => 'items');
     const url = await start(app);
 
-    const replies = await requestMany(`${url}/items`, 4);
-    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 429]);
-    expect(replies[2]!.headers).toEqual({
-      'content-type': 'application/json; charset=utf-8',
-      'ratelimit-policy': '"api";q=3;w=3',
-      ratelimit: '"api";r=0;t=3',
-    });
-    expect(replies[3]!.headers).toEqual({
-      'content-type': 'application/problem+json',
-      'ratelimit-policy': '"api";q=3;w=3',
-      ratelimit: '"api";r=0;t=1',
-      'retry-after': '1',
-    });
-    expect(JSON.parse(replies[3]!.body)).toEqual({
-      type: 'about:blank',
-      title: 'Too Many Requests',
-      status: 429,
-      detail: 'Too many requests; retry in 1 s.',
-    });
-    clock.advance(1000);
-    expect((await request(`${url}/items`)).status).toBe(200);
+    // HEAD (Fastify's automatic HEAD route) counts against the GET route's own limit.
+    const logins = [await request(`${url}/login`, { method: 'HEAD' }), await request(`${url}/login`)];
+    expect(logins.map((r) => r.status)).toEqual([200, 429]);
+    expect(parseRateLimit(logins[1]!.headers.ratelimit)).toEqual([{ name: 'login', r: 0, t: 10 }]);
+    expect(handled).toBe(1);
+    const health = await requestMany(`${url}/health`, 5);
+    expect(health.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(health[0]!.headers.ratelimit).toBeUndefined();
+    expect((await requestMany(`${url}/items`, 4)).map((r) => r.status)).toEqual([200, 200, 200, 429]);
   });
 
-  it('limits one route with a weighted cost, keyed by route pattern', async () => {
+  it('limits only routes with a config when the hook has no limit of its own; a bad config is a 500', async () => {
     const clock = new FakeClock(0);
-    const limiter = new TieredLimiter({
-      store: new MemoryStore({ clock }),
-      limits: report,
-      failurePolicy: 'open',
-      clock,
-      instances: 1,
-    });
+    const store = new MemoryStore({ clock });
+    const app = Fastify();
+    app.addHook(
+      'onRequest',
+      fastifyRateLimit<FastifyRequest>({
+        createLimiter: (limits) => {
+          const limiter = new RequestLimiter({ store, limits, failurePolicy: 'open', clock });
+          closers.push(() => limiter.close());
+          return limiter;
+        },
+      }),
+    );
+    app.get('/a', { config: { rateLimit: { limit: perSecond(1, { name: 'a' }) } } }, async () => 'a');
+    app.get('/bad', { config: { rateLimit: { max: 5 } as never } }, async () => 'bad');
+    app.get('/free', async () => 'free');
+    const url = await start(app);
+    expect((await requestMany(`${url}/a`, 2)).map((r) => r.status)).toEqual([200, 429]);
+    expect((await requestMany(`${url}/free`, 3)).map((r) => r.status)).toEqual([200, 200, 200]);
+    const bad = await request(`${url}/bad`);
+    expect(bad.status).toBe(500);
+    expect(JSON.parse(bad.body)).toMatchObject({ code: 'ERR_TL_CONFIG' });
+    expect(JSON.parse(bad.body).message).toMatch(/`config\.rateLimit \(GET \/bad\)\.max`/);
+  });
+
+  it("limits one route in its own onRequest, weighted, keyed by the route's pattern", async () => {
+    const clock = new FakeClock(0);
+    const limiter = exactTieredLimiter(report, clock);
     closers.push(() => limiter.close());
     const app = Fastify();
     const limit = fastifyRateLimit<FastifyRequest>({
       limiter,
-      key: (r) => `${clientIp(r.raw)} ${r.routeOptions.url}`,
+      key: (r) => `${ipKey(clientIp(r.raw))} ${r.routeOptions.url}`,
       cost: (r) => Number((r.query as { pages?: string }).pages ?? 1),
     });
     app.get('/report/:id', { onRequest: limit }, async () => ({ ok: true }));
-    app.get('/free', async () => 'free');
     const url = await start(app);
-
     const replies = [
       await request(`${url}/report/1?pages=4`),
       await request(`${url}/report/2?pages=4`),
       await request(`${url}/report/3?pages=4`),
     ];
     expect(replies.map((r) => r.status)).toEqual([200, 200, 429]);
-    // 2 tokens left, 4 wanted, 1 per second: 2 s. (How many of the 2 sit in this process's lease is the
-    // two-tier limiter's business, so `r` is not pinned.)
-    expect(replies[2]!.headers).toMatchObject({ 'retry-after': '2' });
-    expect(replies[2]!.headers.ratelimit).toMatch(/^"report";r=[0-2];t=2$/);
+    // 2 tokens left, 4 wanted, 1 per second: Retry-After 2 s; t is the next token, 1 s. (How many of
+    // the 2 sit in this process's lease is the two-tier limiter's business, so `r` is not pinned.)
+    expect(replies[2]!.headers['retry-after']).toBe('2');
+    expect(replies[2]!.headers.ratelimit).toMatch(/^"report";r=[0-2];t=1$/);
     expect((await request(`${url}/report/4?pages=2`)).status).toBe(200);
-    expect((await requestMany(`${url}/free`, 12)).every((r) => r.status === 200)).toBe(true);
-  });
-
-  it('answers 503 with the degraded header when the store fails and the policy is closed', async () => {
-    const clock = new FakeClock(0);
-    const store = new FlakyStore(new MemoryStore({ clock }));
-    const limiter = new RequestLimiter({ store, limits: api, failurePolicy: 'closed', clock });
-    closers.push(() => limiter.close());
-    const app = Fastify();
-    app.addHook('onRequest', fastifyRateLimit({ limiter, legacyHeaders: true }));
-    app.get('/', async () => 'ok');
-    const url = await start(app);
-    store.failing = true;
-    const reply = await request(url);
-    expect(reply.status).toBe(503);
-    expect(reply.headers).toEqual({
-      'content-type': 'application/problem+json',
-      'ratelimit-policy': '"api";q=3;w=3',
-      'retry-after': '1',
-      'x-ratelimit-limit': '3',
-      'ratelimit-degraded': 'policy=closed',
-    });
   });
 
   it('sends an error from a cost beyond the capacity to the error handler', async () => {
-    const limiter = new RequestLimiter({ store: new MemoryStore(), limits: api, failurePolicy: 'open' });
-    closers.push(() => limiter.close());
     const app = Fastify();
-    app.addHook('onRequest', fastifyRateLimit({ limiter, cost: () => 4 }));
+    app.addHook('onRequest', fastifyRateLimit({ limiter: requestLimiter(api), cost: () => 4 }));
     app.get('/', async () => 'ok');
     const url = await start(app);
     const reply = await request(url);

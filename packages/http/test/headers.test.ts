@@ -10,22 +10,26 @@ import {
   shadowOf,
 } from '@tiered-limiter/core';
 import { rateLimitHeaders, rateLimitPolicy } from '@tiered-limiter/http';
+import { LocalLimiter } from '@tiered-limiter/local';
+import { FakeClock } from '@tiered-limiter/test-harness';
 import { describe, expect, it } from 'vitest';
+import { parsePolicy, parseRateLimit } from './helpers.js';
 
-const api = rateLimitPolicy(defineLimit({ capacity: 3, refillPerSecond: 1, name: 'api' }));
+const apiLimit = defineLimit({ capacity: 3, refillPerSecond: 1, name: 'api' });
+const api = rateLimitPolicy(apiLimit);
 const failure = new StoreError('down');
-const NAMES: Record<number, string> = { 3: 'api', 20: 'burst', 1000: 'hourly' };
-const spec = (capacity: number) =>
-  defineLimit({ capacity, refillPerSecond: 1, name: NAMES[capacity] ?? 'x' });
 
 describe('rateLimitPolicy', () => {
   it('announces each limit with q its capacity and w the seconds to fill it', () => {
     expect(api.header).toBe('"api";q=3;w=3');
     expect(rateLimitPolicy(perSecond(10)).header).toBe('"10ps";q=10;w=1');
     expect(rateLimitPolicy(perMinute(5, { name: 'login' })).header).toBe('"login";q=5;w=60');
-    expect(
-      rateLimitPolicy([perSecond(20, { name: 'burst' }), perHour(1000, { name: 'hourly' })]).header,
-    ).toBe('"burst";q=20;w=1, "hourly";q=1000;w=3600');
+    const two = rateLimitPolicy([perSecond(20, { name: 'burst' }), perHour(1000, { name: 'hourly' })]).header;
+    expect(two).toBe('"burst";q=20;w=1, "hourly";q=1000;w=3600');
+    expect(parsePolicy(two)).toEqual([
+      { name: 'burst', q: 20, w: 1 },
+      { name: 'hourly', q: 1000, w: 3600 },
+    ]);
   });
 
   it('rounds a fractional window up, to at least 1 s', () => {
@@ -33,7 +37,6 @@ describe('rateLimitPolicy', () => {
     expect(rateLimitPolicy(defineLimit({ capacity: 5, refillPerSecond: 2, name: 'x' })).header).toBe(
       '"x";q=5;w=3',
     );
-    expect(rateLimitPolicy(perMinute(7, { name: 'm' })).header).toBe('"m";q=7;w=60');
   });
 
   it('refuses what is not a limit', () => {
@@ -41,67 +44,116 @@ describe('rateLimitPolicy', () => {
   });
 });
 
-describe('rateLimitHeaders', () => {
-  it('gives an admitted request the policy and the tightest limit, t in seconds until full', () => {
-    expect(rateLimitHeaders(allowDecision(2, 1000, spec(3), 'global'), api)).toEqual({
-      'RateLimit-Policy': '"api";q=3;w=3',
-      RateLimit: '"api";r=2;t=1',
-    });
-    expect(rateLimitHeaders(allowDecision(0, 2001, spec(3), 'lease'), api).RateLimit).toBe('"api";r=0;t=3');
-    expect(rateLimitHeaders(allowDecision(3, 0, spec(3), 'global'), api).RateLimit).toBe('"api";r=3;t=0');
+describe('rateLimitHeaders: t is the seconds until the next token of the limit the decision names', () => {
+  it('2 per minute: t=30 after the first and after the second request (a token every 30 s), not 60', () => {
+    const spec = perMinute(2, { name: 'slow' });
+    const policy = rateLimitPolicy(spec);
+    expect(rateLimitHeaders(allowDecision(1, 30_000, spec, 'global'), policy).RateLimit).toBe(
+      '"slow";r=1;t=30',
+    );
+    expect(rateLimitHeaders(allowDecision(0, 60_000, spec, 'global'), policy).RateLimit).toBe(
+      '"slow";r=0;t=30',
+    );
+    // 10 s later: 1/3 of a token in, 20 s to the next one.
+    expect(rateLimitHeaders(allowDecision(0, 50_000, spec, 'global'), policy).RateLimit).toBe(
+      '"slow";r=0;t=20',
+    );
   });
 
-  it('gives a denial Retry-After in whole seconds rounded up, and t equal to it', () => {
-    expect(rateLimitHeaders(denyDecision(1, 0, 3000, spec(3), 'global'), api)).toEqual({
+  it('counts a fraction of a token already refilled, and sends no t for a full bucket', () => {
+    const slow = defineLimit({ capacity: 3, refillPerSecond: 0.1, name: 'api' }); // a token per 10 s
+    const policy = rateLimitPolicy(slow);
+    expect(rateLimitHeaders(allowDecision(2, 5_000, slow, 'local'), policy).RateLimit).toBe('"api";r=2;t=5');
+    expect(rateLimitHeaders(allowDecision(1, 12_500, slow, 'local'), policy).RateLimit).toBe('"api";r=1;t=3');
+    expect(rateLimitHeaders(allowDecision(3, 0, slow, 'local'), policy).RateLimit).toBe('"api";r=3');
+    expect(parseRateLimit('"api";r=3')).toEqual([{ name: 'api', r: 3, t: undefined }]);
+  });
+
+  it('gives a denial of cost 1 a Retry-After in whole seconds rounded up, and t equal to it', () => {
+    expect(rateLimitHeaders(denyDecision(1, 0, 3000, apiLimit, 'global'), api)).toEqual({
       'RateLimit-Policy': '"api";q=3;w=3',
       RateLimit: '"api";r=0;t=1',
       'Retry-After': '1',
     });
-    expect(rateLimitHeaders(denyDecision(1000, 0, 3000, spec(3), 'global'), api)['Retry-After']).toBe('1');
-    expect(rateLimitHeaders(denyDecision(1001, 0, 3000, spec(3), 'global'), api)['Retry-After']).toBe('2');
-    // A weighted request denied with tokens left says how many are left.
-    expect(rateLimitHeaders(denyDecision(2500, 2, 1000, spec(3), 'global'), api).RateLimit).toBe(
-      '"api";r=2;t=3',
+    const login = perMinute(5, { name: 'login' });
+    const headers = rateLimitHeaders(
+      denyDecision(11_001, 0, 59_001, login, 'global'),
+      rateLimitPolicy(login),
+    );
+    expect(headers.RateLimit).toBe('"login";r=0;t=12');
+    expect(headers['Retry-After']).toBe('12');
+  });
+
+  it('gives a heavier denial a Retry-After for its cost and t for the next token, never later', () => {
+    // 0.5 tokens, a cost of 3 at 1 per second: 2.5 s to wait, the next token in 0.5 s.
+    const headers = rateLimitHeaders(denyDecision(2500, 0, 2500, apiLimit, 'global'), api);
+    expect(headers.RateLimit).toBe('"api";r=0;t=1');
+    expect(headers['Retry-After']).toBe('3');
+    // 2 whole tokens, a cost of 3: r says what is left.
+    expect(rateLimitHeaders(denyDecision(1000, 2, 1000, apiLimit, 'global'), api).RateLimit).toBe(
+      '"api";r=2;t=1',
     );
   });
 
-  it('names the tightest limit by its capacity', () => {
-    const two = rateLimitPolicy([perSecond(20, { name: 'burst' }), perHour(1000, { name: 'hourly' })]);
-    expect(rateLimitHeaders(allowDecision(19, 50, spec(20), 'global'), two).RateLimit).toBe(
-      '"burst";r=19;t=1',
-    );
-    expect(rateLimitHeaders(allowDecision(7, 3_600_000, spec(1000), 'global'), two).RateLimit).toBe(
-      '"hourly";r=7;t=3600',
-    );
+  it('names the limit of the decision, never another limit of equal capacity, with its own numbers', () => {
+    const second = perSecond(5, { name: 'second' });
+    const minute = perMinute(5, { name: 'minute' });
+    const clock = new FakeClock(0);
+    const limiter = new LocalLimiter({ limits: [second, minute], clock });
+    const policy = rateLimitPolicy(limiter.limits);
+    const seen: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const headers = rateLimitHeaders(limiter.tryConsume('k'), policy);
+      seen.push(`${headers.RateLimit} ${headers['Retry-After'] ?? '-'}`);
+    }
+    expect(seen.at(-1)).toBe('"minute";r=0;t=12 12');
+    for (const line of seen) {
+      const [field] = parseRateLimit(line.split(' ')[0]);
+      const limit = field!.name === 'second' ? second : minute;
+      expect(field!.r).toBeLessThanOrEqual(limit.capacity);
+      expect(field!.t! * 1000).toBeLessThanOrEqual(1000 / limit.refillPerSecond + 999);
+    }
   });
 
-  it('adds the legacy headers on request', () => {
+  it('adds the legacy headers on request, reset in seconds until full', () => {
+    // 0.5 tokens, a cost of 2: 1.5 s to wait, the next token in 0.5 s.
     expect(
-      rateLimitHeaders(denyDecision(1500, 0, 3000, spec(3), 'global'), api, { legacyHeaders: true }),
+      rateLimitHeaders(denyDecision(1500, 0, 2500, apiLimit, 'global'), api, { legacyHeaders: true }),
     ).toEqual({
       'RateLimit-Policy': '"api";q=3;w=3',
-      RateLimit: '"api";r=0;t=2',
+      RateLimit: '"api";r=0;t=1',
       'Retry-After': '2',
       'X-RateLimit-Limit': '3',
       'X-RateLimit-Remaining': '0',
       'X-RateLimit-Reset': '2',
     });
+    expect(
+      rateLimitHeaders(allowDecision(1, 2000, apiLimit, 'global'), api, { legacyHeaders: true })[
+        'X-RateLimit-Reset'
+      ],
+    ).toBe('2');
+  });
+
+  it('sends no standard fields with standardHeaders: false, Retry-After still', () => {
+    expect(
+      rateLimitHeaders(denyDecision(1500, 0, 3000, apiLimit, 'global'), api, { standardHeaders: false }),
+    ).toEqual({ 'Retry-After': '2' });
   });
 
   it.each<[string, Decision, Record<string, string>]>([
     [
       'open',
-      allowDecision(0, 0, spec(3), 'fallback', 'open', failure),
+      allowDecision(0, 0, apiLimit, 'fallback', 'open', failure),
       { 'RateLimit-Policy': '"api";q=3;w=3', 'RateLimit-Degraded': 'policy=open' },
     ],
     [
       'closed',
-      denyDecision(1000, 0, 0, spec(3), 'fallback', 'closed', failure),
+      denyDecision(1000, 0, 0, apiLimit, 'fallback', 'closed', failure),
       { 'RateLimit-Policy': '"api";q=3;w=3', 'Retry-After': '1', 'RateLimit-Degraded': 'policy=closed' },
     ],
     [
       'local',
-      allowDecision(1, 500, spec(3), 'fallback', 'local', failure),
+      allowDecision(1, 1500, apiLimit, 'fallback', 'local', failure),
       {
         'RateLimit-Policy': '"api";q=3;w=3',
         RateLimit: '"api";r=1;t=1',
@@ -116,7 +168,7 @@ describe('rateLimitHeaders', () => {
   );
 
   it('names the degraded header as told, or sends none', () => {
-    const decision = allowDecision(0, 0, spec(3), 'fallback', 'open', failure);
+    const decision = allowDecision(0, 0, apiLimit, 'fallback', 'open', failure);
     expect(
       rateLimitHeaders(decision, api, { degradedHeader: 'X-Limiter-Degraded' })['X-Limiter-Degraded'],
     ).toBe('policy=open');
@@ -126,7 +178,7 @@ describe('rateLimitHeaders', () => {
   });
 
   it('admits a shadow-mode denial without Retry-After', () => {
-    const headers = rateLimitHeaders(shadowOf(denyDecision(400, 0, 3000, spec(3), 'global')), api);
-    expect(headers).toEqual({ 'RateLimit-Policy': '"api";q=3;w=3', RateLimit: '"api";r=0;t=3' });
+    const headers = rateLimitHeaders(shadowOf(denyDecision(400, 0, 2400, apiLimit, 'global')), api);
+    expect(headers).toEqual({ 'RateLimit-Policy': '"api";q=3;w=3', RateLimit: '"api";r=0;t=1' });
   });
 });

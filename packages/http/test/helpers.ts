@@ -2,23 +2,9 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { BucketOp, BucketReply, Clock, GlobalStore, LimitSpec } from '@tiered-limiter/core';
-
-/** A clock the test moves by hand. */
-export class FakeClock implements Clock {
-  #now: number;
-
-  constructor(start = 0) {
-    this.#now = start;
-  }
-
-  now(): number {
-    return this.#now;
-  }
-
-  advance(ms: number): void {
-    this.#now += ms;
-  }
-}
+import type { HttpLimiter } from '@tiered-limiter/http';
+import { LocalLimiter, type LocalLimiterOptions, MemoryStore, TieredLimiter } from '@tiered-limiter/local';
+import { parseList } from 'structured-headers';
 
 /** A store that answers through a real one until `failing` is set, then rejects every call. */
 export class FlakyStore implements GlobalStore {
@@ -42,6 +28,39 @@ export class FlakyStore implements GlobalStore {
   }
 }
 
+/** Whole tokens `key` has left in `store`, taking nothing. */
+export async function tokensIn(
+  store: GlobalStore,
+  key: string,
+  limits: readonly LimitSpec[],
+): Promise<number> {
+  return (await store.apply({ key, limits })).remaining;
+}
+
+/** `LocalLimiter` as an `HttpLimiter` (it has no `consume`): real bucket math, in process, exact names. */
+export function localHttpLimiter(options: LocalLimiterOptions): HttpLimiter {
+  const local = new LocalLimiter(options);
+  return {
+    limits: local.limits,
+    tryConsume: (key, cost) => local.tryConsume(key, cost),
+    consume: async (key, cost) => local.tryConsume(key, cost),
+  };
+}
+
+/**
+ * A two-tier limiter on a `MemoryStore`, on `clock`, reading the clock on every decision and alone
+ * in its fleet, so that lease decisions are exact.
+ */
+export function exactTieredLimiter(limits: LimitSpec, clock: Clock): TieredLimiter {
+  return new TieredLimiter({
+    store: new MemoryStore({ clock }),
+    limits,
+    failurePolicy: 'open',
+    clock,
+    instances: 1,
+  });
+}
+
 /** A server listening on a free loopback port. */
 export interface Listening {
   readonly url: string;
@@ -63,7 +82,7 @@ export async function listen(server: Server): Promise<Listening> {
   };
 }
 
-/** A Node `http` server from a request handler. */
+/** A Node `http` server from a request handler; an error becomes a 500 with its message. */
 export function serve(
   handler: (req: IncomingMessage, res: ServerResponse) => Promise<void> | void,
 ): Promise<Listening> {
@@ -101,4 +120,54 @@ export async function requestMany(url: string, count: number, init?: RequestInit
   const replies: Reply[] = [];
   for (let i = 0; i < count; i++) replies.push(await request(url, init));
   return replies;
+}
+
+/** One `RateLimit-Policy` item, parsed: draft-ietf-httpapi-ratelimit-headers §3.1. */
+export interface PolicyField {
+  readonly name: string;
+  readonly q: number;
+  readonly w: number | undefined;
+}
+
+/** One `RateLimit` item, parsed: draft-ietf-httpapi-ratelimit-headers §4.1. */
+export interface LimitField {
+  readonly name: string;
+  readonly r: number;
+  readonly t: number | undefined;
+}
+
+/**
+ * Parses `RateLimit-Policy` with an RFC 9651 parser and checks it against the draft: a non-empty
+ * List whose items are Strings; `q` a required non-negative Integer; `w` an optional Integer > 0.
+ */
+export function parsePolicy(value: string | undefined): PolicyField[] {
+  const list = parseList(value ?? '');
+  if (list.length === 0) throw new Error('RateLimit-Policy: an empty list');
+  return list.map(([item, params]) => {
+    if (typeof item !== 'string') throw new Error(`RateLimit-Policy: ${String(item)} is not a String`);
+    const q = integer(params.get('q'), 'q', 0);
+    if (q === undefined) throw new Error('RateLimit-Policy: q is required');
+    return { name: item, q, w: integer(params.get('w'), 'w', 1) };
+  });
+}
+
+/**
+ * Parses `RateLimit` with an RFC 9651 parser and checks it against the draft: a List of String
+ * items; `r` a required non-negative Integer; `t` an optional non-negative Integer.
+ */
+export function parseRateLimit(value: string | undefined): LimitField[] {
+  return parseList(value ?? '').map(([item, params]) => {
+    if (typeof item !== 'string') throw new Error(`RateLimit: ${String(item)} is not a String`);
+    const r = integer(params.get('r'), 'r', 0);
+    if (r === undefined) throw new Error('RateLimit: r is required');
+    return { name: item, r, t: integer(params.get('t'), 't', 0) };
+  });
+}
+
+function integer(value: unknown, name: string, min: number): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
+    throw new Error(`${name}=${String(value)} is not an Integer from ${min} up`);
+  }
+  return value;
 }

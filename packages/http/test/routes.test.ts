@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { perSecond } from '@tiered-limiter/core';
-import { clientIp, type HttpLimiter } from '@tiered-limiter/http';
+import { clientIp } from '@tiered-limiter/http';
 import { describe, expect, it } from 'vitest';
 import { normalizePath, RouteTable } from '../src/routes.js';
 
@@ -11,8 +11,13 @@ function message(remoteAddress: string | undefined, forwarded?: string): Incomin
   } as unknown as IncomingMessage;
 }
 
-function limiter(name: string): HttpLimiter {
-  return { limits: [perSecond(1, { name })], consume: () => Promise.reject(new Error('not called')) };
+/** A route's value stands for itself: the table only finds it. */
+function limiter(name: string) {
+  return { name, limits: [perSecond(1, { name })] };
+}
+
+function table<T>(routes: Record<string, T>): RouteTable<T> {
+  return new RouteTable(routes, (_name, value) => value as T);
 }
 
 describe('clientIp', () => {
@@ -43,39 +48,47 @@ describe('RouteTable', () => {
   const api = limiter('api');
   const report = limiter('report');
   const all = limiter('all');
-  const table = new RouteTable({
+  const routes = table<unknown>({
     '/login': login,
     'POST /login': { limiter: postLogin, cost: 2 },
     '/api/*': api,
     'GET /api/report/*': report,
+    'GET /export': report,
     '/*': all,
   });
+  const find = (method: string, url: string) => routes.find(method, url) as { limiter?: unknown } | undefined;
 
   it('prefers the exact path, with its method first, then the longest prefix', () => {
-    expect(table.find('GET', '/login')?.limiter).toBe(login);
-    expect(table.find('POST', '/login')).toMatchObject({ limiter: postLogin, cost: 2 });
-    expect(table.find('GET', '/api')?.limiter).toBe(api);
-    expect(table.find('GET', '/api/items?page=2')?.limiter).toBe(api);
-    expect(table.find('GET', '/api/report/7')?.limiter).toBe(report);
-    expect(table.find('DELETE', '/api/report/7')?.limiter).toBe(api);
-    expect(table.find('GET', '/apix')?.limiter).toBe(all);
+    expect(find('GET', '/login')).toBe(login);
+    expect(find('POST', '/login')).toMatchObject({ limiter: postLogin, cost: 2 });
+    expect(find('GET', '/api')).toBe(api);
+    expect(find('GET', '/api/items?page=2')).toBe(api);
+    expect(find('GET', '/api/report/7')).toBe(report);
+    expect(find('DELETE', '/api/report/7')).toBe(api);
+    expect(find('GET', '/apix')).toBe(all);
+  });
+
+  it('finds the GET route for a HEAD request, exact or by prefix', () => {
+    expect(find('HEAD', '/export')).toBe(report);
+    expect(find('HEAD', '/api/report/7')).toBe(report);
+    expect(find('POST', '/export')).toBe(all);
+    expect(table({ 'HEAD /x': 1, 'GET /x': 2 }).find('HEAD', '/x')).toBe(1);
   });
 
   it('matches the spellings a router sends to the same handler', () => {
     for (const url of ['/Login', '/login/', '//login', '/log%69n', '/login?x=1', '/login#top']) {
-      expect(table.find('GET', url)?.limiter, url).toBe(login);
+      expect(find('GET', url), url).toBe(login);
     }
     expect(normalizePath('/A//b/%7e/')).toBe('/a/b/~');
     expect(normalizePath('/bad%zz')).toBe('/bad%zz');
   });
 
   it('answers undefined when no route names the request', () => {
-    expect(new RouteTable({ '/login': login }).find('GET', '/other')).toBeUndefined();
+    expect(table({ '/login': login }).find('GET', '/other')).toBeUndefined();
   });
 
   it('refuses a bad route at construction, naming it', () => {
-    expect(() => new RouteTable({ login })).toThrow(/routes\['login'\]/);
-    expect(() => new RouteTable({ '/x': {} as never })).toThrow(/routes\['\/x'\]/);
-    expect(() => new RouteTable({ '/x': { limiter: login, cost: 0 } })).toThrow(/routes\['\/x'\]\.cost/);
+    expect(() => table({ login })).toThrow(/routes\['login'\]/);
+    expect(() => new RouteTable([] as never, () => 0)).toThrow(/`routes`/);
   });
 });

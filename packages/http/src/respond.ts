@@ -1,0 +1,33 @@
+import type { ServerResponse } from 'node:http';
+import type { RateLimitOutcome } from './options.js';
+
+/**
+ * Writes an outcome of `createRateLimitCheck` to a Node response: the headers; on a denial the
+ * status and body, ending the response (or `handler`, when given, which then answers); on an
+ * admission, watches the response so that `skipFailedRequests`/`skipSuccessfulRequests` can give
+ * the tokens back. Returns whether the request may go on.
+ */
+export function writeOutcome(res: ServerResponse, outcome: RateLimitOutcome, handler?: () => void): boolean {
+  const { headers } = outcome;
+  for (const name in headers) res.setHeader(name, headers[name]!);
+  if (outcome.allowed) {
+    if (outcome.settle !== undefined) settleOnClose(res, outcome.settle);
+    return true;
+  }
+  if (handler !== undefined) {
+    handler();
+    return false;
+  }
+  res.statusCode = outcome.status;
+  res.setHeader('Content-Length', Buffer.byteLength(outcome.body));
+  res.end(outcome.body);
+  return false;
+}
+
+/**
+ * Calls `settle` once the response is over: succeeded when it ended with a status below 400; a
+ * connection closed before the response ended counts as failed.
+ */
+export function settleOnClose(res: ServerResponse, settle: (succeeded: boolean) => void): void {
+  res.once('close', () => settle(res.writableFinished && res.statusCode < 400));
+}
