@@ -44,8 +44,11 @@ describe('TieredLimiter leases', () => {
       limit: 100,
       retryAfterMs: 0,
     });
+    // A key seen once keeps no lease: one take, as the per-request tier would send.
     expect(store.calls).toHaveLength(1);
-    expect(store.calls[0]!.op).toMatchObject({ key: 'a', reserve: { want: 1, min: 1 } });
+    expect(store.calls[0]!.op).toMatchObject({ key: 'a', take: 1 });
+    expect(store.calls[0]!.op.reserve).toBeUndefined();
+    expect(limiter.stats()).toMatchObject({ tokensLeased: 0, tokensHeld: 0 });
   });
 
   it('admits steady traffic from leases with few round trips', async () => {
@@ -82,7 +85,9 @@ describe('TieredLimiter leases', () => {
       await settle();
     }
     const leased = limiter.stats().tokensLeased;
-    expect(leased).toBeGreaterThan(20);
+    // The first request, on a key not seen before, was a take; the other 19 came from leases.
+    expect(store.count('take')).toBe(1);
+    expect(leased).toBeGreaterThan(19);
     clock.advance(1000);
     expect(limiter.tryConsume('k')).toBeUndefined();
     await limiter.consume('k');
@@ -90,17 +95,20 @@ describe('TieredLimiter leases', () => {
     // The expired tokens ride back on the next refill, as the 20 spends rode on refills: no call
     // of their own.
     const reports = store.calls.flatMap((c) => c.op.reports ?? []);
-    expect(reports.reduce((sum, r) => sum + r.spent, 0)).toBe(20);
-    expect(reports.reduce((sum, r) => sum + r.returned, 0)).toBe(leased - 20);
+    expect(reports.reduce((sum, r) => sum + r.spent, 0)).toBe(19);
+    expect(reports.reduce((sum, r) => sum + r.returned, 0)).toBe(leased - 19);
     expect(store.calls.at(-1)!.op.reports?.some((r) => r.returned > 0)).toBe(true);
     expect(store.count('settle')).toBe(0);
-    expect(limiter.stats().tokensExpired).toBe(leased - 20);
-    expect(limiter.stats().tokensRefunded).toBe(leased - 20);
+    expect(limiter.stats().tokensExpired).toBe(leased - 19);
+    expect(limiter.stats().tokensRefunded).toBe(leased - 19);
     // 1000 ms refilled the bucket, except the room of spends it had not heard of yet (they are
     // in the last op's reports): nothing handed back is lost, nothing is counted twice.
+    const last = store.calls.at(-1)!.op;
     const newLease = limiter.stats().tokensLeased - leased;
-    const unheard = store.calls.at(-1)!.op.reports!.reduce((sum, r) => sum + r.spent, 0);
-    expect(await globalTokens(memory, 'k', limiter.limits)).toBe(100 - unheard - newLease);
+    const unheard = last.reports!.reduce((sum, r) => sum + r.spent, 0);
+    // The last request, a second after the key's last use, was sparse again: a take of 1.
+    expect(last.take).toBe(1);
+    expect(await globalTokens(memory, 'k', limiter.limits)).toBe(100 - unheard - newLease - 1);
   });
 
   it('remembers a denial until the global bucket can have tokens, with no round trip', async () => {
@@ -148,11 +156,13 @@ describe('TieredLimiter leases', () => {
       if (!limiter.tryConsume('a')) await limiter.consume('a');
       await settle();
     }
-    const held = limiter.stats().tokensLeased - 5;
+    const held = limiter.stats().tokensHeld;
     expect(held).toBeGreaterThan(0);
     await limiter.consume('b');
     await settle();
-    const settles = store.calls.filter((c) => c.op.key === 'a' && c.op.reserve === undefined);
+    const settles = store.calls.filter(
+      (c) => c.op.key === 'a' && c.op.reserve === undefined && c.op.take === undefined,
+    );
     expect(settles.map((c) => c.op.reports?.reduce((sum, r) => sum + r.returned, 0))).toEqual([held]);
   });
 });

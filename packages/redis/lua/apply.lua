@@ -31,21 +31,17 @@ Arithmetic, clock, storage and expiry: bucket.lua.
 
 local reply = {}
 local at_arg, at_key = 2, 1
-local specs = {}
+local states = {}
 
 for e = 1, tonumber(ARGV[1]) do
   local n = tonumber(ARGV[at_arg])
   at_arg = at_arg + 1
-  local keys, caps, rates, states = {}, {}, {}, {}
   for i = 1, n do
-    keys[i] = KEYS[at_key]
+    local st = load(KEYS[at_key])
     at_key = at_key + 1
-    caps[i] = tonumber(ARGV[at_arg])
-    rates[i] = tonumber(ARGV[at_arg + 1]) / 1000
+    settle(st, tonumber(ARGV[at_arg]), tonumber(ARGV[at_arg + 1]) / 1000)
     at_arg = at_arg + 2
-    states[i] = load(keys[i])
-    settle(states[i], caps[i], rates[i])
-    specs[keys[i]] = { caps[i], rates[i] }
+    states[i] = st
   end
   local take = tonumber(ARGV[at_arg])
   local want, min, hold_ms = tonumber(ARGV[at_arg + 1]), tonumber(ARGV[at_arg + 2]), tonumber(ARGV[at_arg + 3])
@@ -60,17 +56,19 @@ for e = 1, tonumber(ARGV[1]) do
       states[i].dirty = true
     end
   end
-  for i = 1, n do
-    local st = states[i]
-    if credit > 0 then
-      local room = caps[i] - held_total(st.held)
-      if st.t < room then
-        if st.t + credit < room then st.t = st.t + credit else st.t = room end
+  if credit > 0 or debit > 0 then
+    for i = 1, n do
+      local st = states[i]
+      local cap = st.cap
+      if credit > 0 then
+        local room = cap - held_total(st.held)
+        if st.t < room then
+          if st.t + credit < room then st.t = st.t + credit else st.t = room end
+        end
       end
-      st.dirty = true
-    end
-    if debit > 0 then
-      if st.t - debit > -caps[i] then st.t = st.t - debit else st.t = -caps[i] end
+      if debit > 0 then
+        if st.t - debit > -cap then st.t = st.t - debit else st.t = -cap end
+      end
       st.dirty = true
     end
   end
@@ -113,9 +111,9 @@ for e = 1, tonumber(ARGV[1]) do
   local at, at_wait, at_rem, at_full = 1, 0, 0, 0
   for i = 1, n do
     local st = states[i]
-    local wait = ms_until(st, caps[i], rates[i], wait_for)
+    local wait = ms_until(st, st.cap, st.rate, wait_for)
     local w = whole(st.t)
-    local full = ms_until(st, caps[i], rates[i], caps[i])
+    local full = ms_until(st, st.cap, st.rate, st.cap)
     if i == 1 or tighter(wait, w, full, at_wait, at_rem, at_full) then
       at, at_wait, at_rem, at_full = i, wait, w, full
     end
@@ -136,7 +134,7 @@ end
 
 for i = 1, #order do
   local key = order[i]
-  if cache[key].dirty then save(key, specs[key][1], specs[key][2]) end
+  if cache[key].dirty then save(key) end
 end
 
 return reply

@@ -6,21 +6,21 @@ front of apply.lua.
 It reads Redis's own clock (TIME) once per call, never the caller's, and defines:
   now                         the call's time in whole µs (absolute times are whole µs, so every
                               difference is exact; durations are ms)
-  load(key), save(key, cap, rate)
-                              a key's state { t = tokens, at = µs, held = { {id, count}, ... },
-                              was = { [id] = true } }, cached per call so that several entries
-                              on one key see each other's effects; save writes it back (or
-                              deletes a full bucket with nothing on lease) with PEXPIRE = ms until
-                              full + TTL_MARGIN_MS
+  load(key), save(key)
+                              a key's state { t = tokens, at = µs, held = { {id, count}, ... } },
+                              cached per call so that several entries on one key see each other's
+                              effects; save writes it back (or deletes a full bucket with nothing
+                              on lease) with a TTL of ms until full + TTL_MARGIN_MS
   settle(st, cap, rate)       releases generations due by now, refilling piecewise into the room
                               capacity - held (core's settleSharedBucket)
   ms_until(st, cap, rate, need)
                               ms until need tokens, through releases (core's msUntilShared)
   report, hold, take_from, generation_for, tighter, whole, covers
 
-State per key: a hash { tokens = double, ts = µs of Redis TIME, g<releaseUs> = tokens on lease
-released at releaseUs (µs) }, numbers written with %.17g (Lua's tostring keeps 14 digits). tokens +
-held never exceeds the capacity: the bucket does not refill into room that leased tokens hold.
+State per key: a string "<tokens> <ts>[ <releaseUs>:<count>]…": tokens a double written with
+%.17g (Lua's tostring keeps 14 digits), ts the µs of Redis TIME it was last brought up to, and the
+tokens on lease per generation, released at releaseUs. tokens + held never exceeds the capacity:
+the bucket does not refill into room that leased tokens hold.
 ]]
 
 redis.replicate_commands() -- Redis < 5 needs it to write after TIME; a no-op since 5
@@ -29,13 +29,15 @@ local EPSILON = 1e-9 -- core's TOKEN_EPSILON
 local TTL_MARGIN_MS = 50 -- KEY_TTL_MARGIN_MS of src/keys.ts, which says why; a test keeps them equal
 local MAX_MS = 9007199254740991 -- 2^53 - 1: keeps replies and PEXPIRE whole and in range
 
+local floor, ceil, format, match, gmatch = math.floor, math.ceil, string.format, string.match, string.gmatch
+
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 
 local function covers(t, cost) return t + EPSILON >= cost end
 
 local function whole(t)
-  local w = math.floor(t + EPSILON)
+  local w = floor(t + EPSILON)
   if w > 0 then return w end
   return 0
 end
@@ -49,7 +51,7 @@ end
 local function ms_until_tokens(t, want, rate)
   local deficit = want - t
   if deficit <= EPSILON then return 0 end
-  local ms = math.ceil((deficit - EPSILON) / rate)
+  local ms = ceil((deficit - EPSILON) / rate)
   if ms < 1 then ms = 1 end
   if t + ms * rate + EPSILON < want then ms = ms + 1 end
   return clamp_ms(ms)
@@ -70,22 +72,22 @@ end
 
 local cache, order = {}, {}
 
+-- A bucket is one string: "<tokens> <ts>" then " <releaseUs>:<count>" per generation on lease,
+-- earliest first. One GET reads it and one SET … PX writes it with its TTL: two commands a key-op,
+-- where a hash took three or four (HGETALL, HSET, PEXPIRE, HDEL).
 local function load(key)
   local st = cache[key]
   if st then return st end
-  local raw = redis.call('HGETALL', key)
-  st = { t = nil, at = nil, held = {}, was = {}, dirty = false }
-  for i = 1, #raw, 2 do
-    local field, value = raw[i], raw[i + 1]
-    if field == 'tokens' then st.t = tonumber(value)
-    elseif field == 'ts' then st.at = tonumber(value)
-    elseif string.sub(field, 1, 1) == 'g' then
-      local id = tonumber(string.sub(field, 2))
-      st.held[#st.held + 1] = { id, tonumber(value) }
-      st.was[id] = true
+  local raw = redis.call('GET', key)
+  st = { t = nil, at = nil, held = {}, dirty = false, cap = 0, rate = 0 }
+  if raw then
+    local t, ts, rest = match(raw, '^(%S+) (%S+)(.*)$')
+    st.t, st.at = tonumber(t), tonumber(ts)
+    if rest ~= '' then
+      local held = st.held
+      for id, count in gmatch(rest, '(%d+):(%d+)') do held[#held + 1] = { tonumber(id), tonumber(count) } end
     end
   end
-  table.sort(st.held, function(a, b) return a[1] < b[1] end)
   cache[key] = st
   order[#order + 1] = key
   return st
@@ -93,6 +95,7 @@ end
 
 -- core's settleSharedBucket; a key never seen is a full bucket
 local function settle(st, cap, rate)
+  st.cap, st.rate = cap, rate
   if st.t == nil or st.at == nil then
     st.t, st.at = cap, now
   end
@@ -100,6 +103,11 @@ local function settle(st, cap, rate)
   if t > cap then t = cap end
   local at = st.at
   local held = st.held
+  if #held == 0 then
+    st.t = refill_under(t, now - at, rate, cap)
+    if now > at then st.at = now end
+    return
+  end
   local sum = held_total(held)
   local released = 0
   for i = 1, #held do
@@ -125,6 +133,7 @@ end
 local function ms_until(st, cap, rate, need)
   local t = st.t
   if covers(t, need) then return 0 end
+  if #st.held == 0 then return ms_until_tokens(t, need, rate) end
   local at = now
   local sum = held_total(st.held)
   for i = 1, #st.held do
@@ -132,13 +141,13 @@ local function ms_until(st, cap, rate, need)
     local room = cap - sum
     if covers(room, need) then
       local ms = ms_until_tokens(t, need, rate)
-      if at + ms * 1000 <= g[1] then return clamp_ms(math.ceil((at - now) / 1000) + ms) end
+      if at + ms * 1000 <= g[1] then return clamp_ms(ceil((at - now) / 1000) + ms) end
     end
     t = refill_under(t, g[1] - at, rate, room)
     at = g[1]
     sum = sum - g[2]
   end
-  return clamp_ms(math.ceil((at - now) / 1000) + ms_until_tokens(t, need, rate))
+  return clamp_ms(ceil((at - now) / 1000) + ms_until_tokens(t, need, rate))
 end
 
 -- core's report: hand back `returned`, account `spent`; a released generation changes nothing
@@ -177,7 +186,7 @@ end
 local function generation_for(hold_ms)
   local q = 1000
   while q * 16 <= hold_ms * 1000 do q = q * 2 end
-  return math.ceil((now + hold_ms * 1000) / q) * q
+  return ceil((now + hold_ms * 1000) / q) * q
 end
 
 -- core's isTighter
@@ -187,24 +196,15 @@ local function tighter(aw, ar, af, bw, br, bf)
   return af > bf
 end
 
-local function save(key, cap, rate)
+local function save(key)
   local st = cache[key]
-  local dead = {}
-  local keep = {}
-  for i = 1, #st.held do keep[st.held[i][1]] = true end
-  for id in pairs(st.was) do
-    if not keep[id] then dead[#dead + 1] = 'g' .. string.format('%d', id) end
-  end
-  if #st.held == 0 and covers(st.t, cap) then
+  local held, cap = st.held, st.cap
+  if #held == 0 and covers(st.t, cap) then
     redis.call('DEL', key)
     return
   end
-  local fields = { 'tokens', string.format('%.17g', st.t), 'ts', string.format('%.17g', st.at) }
-  for i = 1, #st.held do
-    fields[#fields + 1] = 'g' .. string.format('%d', st.held[i][1])
-    fields[#fields + 1] = string.format('%d', st.held[i][2])
-  end
-  redis.call('HSET', key, unpack(fields))
-  if #dead > 0 then redis.call('HDEL', key, unpack(dead)) end
-  redis.call('PEXPIRE', key, string.format('%d', ms_until(st, cap, rate, cap) + TTL_MARGIN_MS))
+  local value = format('%.17g %d', st.t, st.at)
+  for i = 1, #held do value = value .. format(' %d:%d', held[i][1], held[i][2]) end
+  -- A number argument reaches Redis in its shortest exact form: a whole ms count stays whole.
+  redis.call('SET', key, value, 'PX', ms_until(st, cap, st.rate, cap) + TTL_MARGIN_MS)
 end

@@ -59,21 +59,24 @@ async function run(ops: BucketOp[], nowUs?: number) {
   return readReplies(reply, batch);
 }
 
+/** Stores `state` as the script stores a bucket: "<tokens> <ts>[ <releaseUs>:<count>]…". */
 async function write(key: string, state: SharedBucketState): Promise<void> {
-  await redis.del(key);
-  const fields = ['tokens', String(state.tokens), 'ts', String(state.updatedAtUs)];
-  for (const g of state.held) fields.push(`g${g.releaseUs}`, String(g.count));
-  await redis.hset(key, ...fields);
+  const held = state.held.map((g) => ` ${g.releaseUs}:${g.count}`).join('');
+  await redis.set(key, `${state.tokens} ${state.updatedAtUs}${held}`);
 }
 
 async function read(key: string): Promise<SharedBucketState | null> {
-  const raw = await redis.hgetall(key);
-  if (raw.tokens === undefined) return null;
-  const held = Object.entries(raw)
-    .filter(([field]) => field.startsWith('g'))
-    .map(([field, count]) => ({ releaseUs: Number(field.slice(1)), count: Number(count) }))
-    .sort((a, b) => a.releaseUs - b.releaseUs);
-  return { tokens: Number(raw.tokens), updatedAtUs: Number(raw.ts), held };
+  const raw = await redis.get(key);
+  if (raw === null) return null;
+  const [tokens, ts, ...held] = raw.split(' ');
+  return {
+    tokens: Number(tokens),
+    updatedAtUs: Number(ts),
+    held: held.map((g) => {
+      const [releaseUs, count] = g.split(':');
+      return { releaseUs: Number(releaseUs), count: Number(count) };
+    }),
+  };
 }
 
 /** Redis's clock, in µs. */
@@ -115,10 +118,10 @@ describe('apply.lua, exact replies', () => {
     const user = newUser();
     const [key] = keysOf(user, [ten]);
     await write(key!, { tokens: 0.5, updatedAtUs: NOW, held: [] });
-    const before = await redis.hgetall(key!);
+    const before = await redis.get(key!);
     const [reply] = await run([{ key: user, limits: [ten], take: 1 }], NOW);
     expect(reply).toMatchObject({ ok: false, granted: 0, remaining: 0, retryAfterMs: 500, resetMs: 9500 });
-    expect(await redis.hgetall(key!)).toEqual(before);
+    expect(await redis.get(key!)).toEqual(before);
   });
 
   it('leases into a generation released holdMs later, and keeps the bucket from refilling its room', async () => {
@@ -317,7 +320,7 @@ describe('apply.lua equals core’s applyBucketOp', () => {
         };
         const keys = keysOf(user, limits);
         for (let i = 0; i < keys.length; i++) await write(keys[i]!, states[i]!);
-        const before = await Promise.all(keys.map((k) => redis.hgetall(k)));
+        const before = await Promise.all(keys.map((k) => redis.get(k)));
         const expected = model(states, limits, op, NOW);
         const [reply] = await run([op], NOW);
         expect(reply).toEqual(expected.reply);
@@ -325,7 +328,7 @@ describe('apply.lua equals core’s applyBucketOp', () => {
         for (let i = 0; i < keys.length; i++) {
           const key = keys[i]!;
           if (!changed) {
-            expect(await redis.hgetall(key)).toEqual(before[i]);
+            expect(await redis.get(key)).toEqual(before[i]);
           } else if (isSharedBucketFull(expected.after[i]!, limits[i]!)) {
             expect(await redis.exists(key)).toBe(0);
           } else {

@@ -1,5 +1,5 @@
 import type { Clock } from '@tiered-limiter/core';
-import { drainLease, expireGrants, type Lease } from './lease.js';
+import { drainLease, expireGrants, forgetReleased, type Lease } from './lease.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 import { releaseSharedClock, touchSharedClock } from './shared-clock.js';
@@ -148,8 +148,10 @@ export class LeaseBook {
   #sweep(): void {
     if (this.#sharedClock) touchSharedClock();
     const now = this.#clock.now();
+    const released = now - (this.#config.timing.holdMs - this.#config.timing.ttlMs);
     for (const lease of this.#holding) {
       this.expire(lease, now);
+      forgetReleased(lease, released);
       if (lease.tokens === 0 && lease.grants.length === 0) this.#holding.delete(lease);
       else if (lease.refill === undefined && owesHandBack(lease)) this.#settle(lease);
     }
@@ -157,11 +159,13 @@ export class LeaseBook {
   }
 }
 
-/** Whether the lease holds tokens that expired unspent, or spends of grants it has used up. */
+/**
+ * Whether the lease holds tokens that expired unspent: those must reach the store before their
+ * generation is released, or the room they hold is lost until then. Spends alone ride on the
+ * key's next op (or go with their generation): a call each would cost a round trip per key.
+ */
 function owesHandBack(lease: Lease): boolean {
-  for (const grant of lease.grants) {
-    if (grant.returning > 0 || (grant.left === 0 && grant.spent > 0)) return true;
-  }
+  for (const grant of lease.grants) if (grant.returning > 0) return true;
   return false;
 }
 

@@ -51,6 +51,8 @@ export class Lease {
   refill: Promise<GuardResult<BucketReply>> | undefined = undefined;
   /** Tokens that requests waiting on `refill` need. */
   pendingCost = 0;
+  /** Tokens a take just took for the request waiting on it (a sparse key keeps no lease). */
+  taken = 0;
   /** Tokens spent since the last refill was sent: the demand estimate. */
   usedSinceRefill = 0;
   /** When the last refill was sent. */
@@ -171,4 +173,18 @@ export function takeReports(lease: Lease): LeaseReport[] | undefined {
     grants.length = kept;
   }
   return reports;
+}
+
+/**
+ * Drops used-up grants that expired here before `expiredBeforeMs`: the store has released their
+ * generation by now, so their unreported spends are moot (it counted them as spent).
+ */
+export function forgetReleased(lease: Lease, expiredBeforeMs: number): void {
+  const grants = lease.grants;
+  let kept = 0;
+  for (const grant of grants) {
+    if (grant.left === 0 && grant.returning === 0 && grant.expiresAtMs < expiredBeforeMs) continue;
+    grants[kept++] = grant;
+  }
+  grants.length = kept;
 }

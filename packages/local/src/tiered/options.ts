@@ -76,9 +76,11 @@ export interface TieredLimiterOptions extends StoreLimiterOptions {
 
 /** `TieredLimiterOptions`, checked, with every default filled in. */
 export interface TieredConfig {
-  readonly ttlMs: number;
-  /** How long the store holds a grant's tokens: `ttlMs` plus the grace. */
-  readonly holdMs: number;
+  /**
+   * How long a grant lives here (`ttlMs`) and how long the store holds it (`holdMs`: `ttlMs` plus
+   * the grace). Mutable: with the periodic sync, both follow the sync period.
+   */
+  readonly timing: { ttlMs: number; holdMs: number };
   readonly lowWater: number;
   readonly batch: BatchPolicy;
   readonly maxKeys: number;
@@ -120,8 +122,7 @@ export function resolveTieredOptions(
     );
   }
   return {
-    ttlMs,
-    holdMs: ttlMs + Math.max(MIN_LEASE_GRACE_MS, Math.ceil(ttlMs / 2)),
+    timing: { ttlMs, holdMs: ttlMs + Math.max(MIN_LEASE_GRACE_MS, Math.ceil(ttlMs / 2)) },
     lowWater: assertInRange('lease.lowWater', lease.lowWater ?? DEFAULT_LOW_WATER, 0, 1),
     batch: {
       minBatch,

@@ -8,18 +8,22 @@ import {
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { GuardedStore } from '../guard/guarded-store.js';
 import type { GuardResult } from '../guard/store-guard.js';
-import { batchSize } from './batch-size.js';
+import { type BatchPolicy, batchSize } from './batch-size.js';
 import { addGrant, type Lease, takeReports } from './lease.js';
 import type { TieredConfig } from './options.js';
 import { touchSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
 
+/** What a lease asks of the store, beside the reports it owes. */
+type Ask = { take: number } | { want: number; min: number } | undefined;
+
 /**
  * The one owner of a two-tier limiter's conversation with its store, nested one way: guard
  * (timeout, breaker) → queue (ops in flight) → store → the reply applied to the lease. An op is
  * built only when it is sent, so the reports it carries leave the lease's books exactly when
- * they leave the process; a grant is applied when its reply arrives, even after the request
- * that asked for it gave up on the timeout, so no granted token is stranded.
+ * they leave the process; a reply is applied when it arrives, even after the request that asked
+ * gave up on the timeout, so no granted token is stranded. The store gathers the ops of one tick
+ * (a periodic sync, many waiting keys) into few round trips.
  */
 export class Refiller {
   readonly #store: GuardedStore;
@@ -28,7 +32,7 @@ export class Refiller {
   readonly #counters: TieredCounters;
   readonly #limits: () => readonly LimitSpec[];
   readonly #queue: LimitFunction;
-  #batch: TieredConfig['batch'];
+  #batch: BatchPolicy;
   #onGrant: (lease: Lease) => void = () => {};
 
   constructor(
@@ -58,34 +62,41 @@ export class Refiller {
     this.#batch = { ...this.#batch, fairShare: Math.max(1, Math.floor(capacity / this.#batch.competitors)) };
   }
 
+  /** Sizes batches for a fleet of `instances` (the live count, when the store reports one). */
+  competitors(instances: number): void {
+    if (instances === this.#batch.competitors) return;
+    const capacity = smallestCapacity(this.#limits());
+    this.#batch = {
+      ...this.#batch,
+      competitors: instances,
+      fairShare: Math.max(1, Math.floor(capacity / instances)),
+    };
+  }
+
   /**
-   * The refill in flight for `lease`, or a new one asking for at least `min` tokens. Resolves the
-   * reply (already applied to the lease) or the failure the policy must handle; never rejects.
+   * The store call in flight for `lease`, or a new one for at least `min` tokens: a lease sized
+   * by demand, or, for a request `waiting` on a key whose demand would not fill a batch of two, a
+   * plain take of its one token (a sparse key costs one key-op and keeps no lease; `lease.taken`
+   * holds the token for that request). Resolves the reply, already applied to the lease, or the
+   * failure the policy must handle; never rejects.
    */
-  refill(lease: Lease, min: number): Promise<GuardResult<BucketReply>> {
+  refill(lease: Lease, min: number, waiting = true): Promise<GuardResult<BucketReply>> {
     if (lease.refill !== undefined) return lease.refill;
-    const refill = this.#store.guard.run(() =>
-      this.#queue(() => {
-        const sentAt = this.#clock.now();
-        const op = this.#reserveOp(lease, min, sentAt);
-        this.#counters.refills++;
-        return this.#store.store.apply(op).then(
-          (reply) => {
-            this.#apply(lease, op, reply, sentAt);
-            return reply;
-          },
-          (error: unknown) => {
-            this.#lost(op);
-            throw error;
-          },
-        );
-      }),
-    );
-    lease.refill = refill;
-    void refill.then(() => {
-      if (lease.refill === refill) lease.refill = undefined;
+    return this.#call(lease, (sentAt) => {
+      const want = this.#want(lease, min, sentAt);
+      if (waiting && want <= 1 && min === 1 && lease.pendingCost <= 1 && lease.tokens === 0)
+        return { take: 1 };
+      return { want, min: Math.min(min, want) };
     });
-    return refill;
+  }
+
+  /**
+   * The periodic sync of `lease`: its reports, and a lease of `want` tokens for the next period
+   * (or none). Joins nothing and is joined by waiters, like a refill.
+   */
+  sync(lease: Lease, want: number): Promise<GuardResult<BucketReply>> | undefined {
+    if (lease.refill !== undefined) return undefined;
+    return this.#call(lease, () => (want > 0 ? { want, min: 1 } : undefined));
   }
 
   /**
@@ -96,9 +107,8 @@ export class Refiller {
   settle(lease: Lease, force?: { timeoutMs: number }): Promise<boolean> {
     const send = () =>
       this.#queue(() => {
-        const reports = takeReports(lease);
-        if (reports === undefined) return Promise.resolve(true);
-        const op: BucketOp = { key: lease.key, limits: this.#limits(), reports };
+        const op = this.#op(lease, undefined);
+        if (op === undefined) return Promise.resolve(true);
         this.#counters.refunds++;
         return this.#store.store.apply(op).then(
           () => {
@@ -116,8 +126,49 @@ export class Refiller {
     return run.then((result) => result.ok);
   }
 
-  #reserveOp(lease: Lease, min: number, sentAt: number): BucketOp {
-    const limits = this.#limits();
+  #call(lease: Lease, ask: (sentAt: number) => Ask): Promise<GuardResult<BucketReply>> {
+    const call = this.#store.guard.run(() =>
+      this.#queue(() => {
+        const sentAt = this.#clock.now();
+        const op = this.#op(lease, ask(sentAt)) ?? { key: lease.key, limits: this.#limits() };
+        if (op.reserve !== undefined || op.take !== undefined) this.#counters.refills++;
+        else this.#counters.refunds++;
+        return this.#store.store.apply(op).then(
+          (reply) => {
+            this.#apply(lease, op, reply, sentAt);
+            return reply;
+          },
+          (error: unknown) => {
+            this.#lost(op);
+            throw error;
+          },
+        );
+      }),
+    );
+    lease.refill = call;
+    void call.then(() => {
+      if (lease.refill === call) lease.refill = undefined;
+    });
+    return call;
+  }
+
+  /** The op for `lease`: what it owes, and what it asks; `undefined` when there is neither. */
+  #op(lease: Lease, ask: Ask): BucketOp | undefined {
+    const reports = takeReports(lease);
+    if (ask === undefined && reports === undefined) return undefined;
+    const op: { -readonly [K in keyof BucketOp]: BucketOp[K] } = {
+      key: lease.key,
+      limits: this.#limits(),
+      reports,
+    };
+    if (ask !== undefined) {
+      if ('take' in ask) op.take = ask.take;
+      else op.reserve = { want: ask.want, min: ask.min, holdMs: this.#config.timing.holdMs };
+    }
+    return op;
+  }
+
+  #want(lease: Lease, min: number, sentAt: number): number {
     const want = batchSize(
       {
         used: lease.usedSinceRefill,
@@ -132,12 +183,7 @@ export class Refiller {
     );
     lease.usedSinceRefill = 0;
     lease.lastRefillAtMs = sentAt;
-    return {
-      key: lease.key,
-      limits,
-      reports: takeReports(lease),
-      reserve: { want, min: Math.min(min, want), holdMs: this.#config.holdMs },
-    };
+    return want;
   }
 
   #apply(lease: Lease, op: BucketOp, reply: BucketReply, sentAt: number): void {
@@ -146,21 +192,26 @@ export class Refiller {
     const now = this.#clock.now();
     const counters = this.#counters;
     counters.latency(now - sentAt);
-    counters.tokensLeased += reply.granted;
     counters.tokensRefunded += returned(op);
-    if (reply.granted > 0) {
+    const leased = op.reserve === undefined ? 0 : reply.granted;
+    // A take's tokens are spent already: they are the waiter's that asked for them, at once.
+    lease.taken = op.take === undefined ? 0 : reply.granted;
+    counters.tokensTaken += lease.taken;
+    if (leased > 0) {
+      counters.tokensLeased += leased;
       // A token's life here counts from when it was asked for, before the store granted it; the
       // store counts its hold from the grant, later, and holds it longer still.
-      addGrant(lease, reply.generation, sentAt + this.#config.ttlMs, reply.granted);
-      lease.lowWater = Math.ceil(reply.granted * this.#config.lowWater);
+      addGrant(lease, reply.generation, sentAt + this.#config.timing.ttlMs, leased);
+      lease.lowWater = Math.ceil(leased * this.#config.lowWater);
     }
     lease.globalRemaining = reply.remaining;
     lease.replyAtMs = now;
     lease.resetMs = reply.resetMs;
     lease.limit = op.limits[reply.limitIndex] ?? lease.limit;
-    const deniedUntil = reply.granted > 0 ? 0 : now + Math.max(1, reply.retryAfterMs);
+    const asked = op.reserve !== undefined || op.take !== undefined;
+    const deniedUntil = !asked || reply.ok ? 0 : now + Math.max(1, reply.retryAfterMs);
     lease.deniedUntilMs = deniedUntil > lease.blockedUntilMs ? deniedUntil : lease.blockedUntilMs;
-    if (reply.granted > 0) this.#onGrant(lease);
+    if (leased > 0) this.#onGrant(lease);
   }
 
   #lost(op: BucketOp): void {

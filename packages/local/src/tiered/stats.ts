@@ -10,8 +10,10 @@ export interface TieredLimiterStats extends LimiterStats {
   readonly refills: number;
   /** Settle ops sent (reports alone: expired or evicted leases, `close()`). */
   readonly refunds: number;
-  /** Tokens granted by the global bucket. */
+  /** Tokens granted by the global bucket as leases. */
   readonly tokensLeased: number;
+  /** Tokens taken by takes: a sparse key's request, decided by the store with no lease kept. */
+  readonly tokensTaken: number;
   /** Unspent tokens handed back in reports whose call succeeded. */
   readonly tokensRefunded: number;
   /** Tokens whose grant expired here before they were spent (handed back when the store answers). */
@@ -38,6 +40,7 @@ export class TieredCounters {
   refills = 0;
   refunds = 0;
   tokensLeased = 0;
+  tokensTaken = 0;
   tokensRefunded = 0;
   tokensExpired = 0;
   tokensUnreported = 0;

@@ -142,7 +142,7 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
       lease.usedSinceRefill += cost;
       if (grant.left === 0) nextHead(lease);
       if (lease.tokens <= lease.lowWater && lease.refill === undefined && now >= lease.deniedUntilMs) {
-        void this.#refiller.refill(lease, 1);
+        void this.#refiller.refill(lease, 1, false);
       }
       const counts = this.#store.counts;
       counts.lease++;
@@ -263,6 +263,7 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
       refills: c.refills,
       refunds: c.refunds,
       tokensLeased: c.tokensLeased,
+      tokensTaken: c.tokensTaken,
       tokensRefunded: c.tokensRefunded,
       tokensExpired: c.tokensExpired,
       tokensUnreported: c.tokensUnreported,
@@ -326,9 +327,15 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
       const result = await this.#refiller.refill(lease, Math.max(1, cost - lease.tokens));
       lease.pendingCost -= cost;
       if (!result.ok) return this.#store.byPolicy(key, cost, result.error);
-      // The grant's own outcome: a denial is the reply's, not a second look at the lease.
-      if (result.value.granted === 0)
+      // The call's own outcome: a take's token is this request's, a denial is the reply's.
+      if (lease.taken >= cost) {
+        lease.taken -= cost;
+        lease.usedSinceRefill += cost;
         return this.#store.count(decisionOf(result.value, this.#limits, 'global'));
+      }
+      if (result.value.granted === 0) {
+        return this.#store.count(decisionOf(result.value, this.#limits, 'global'));
+      }
     }
   }
 
