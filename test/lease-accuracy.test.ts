@@ -28,7 +28,7 @@ interface Shape {
 }
 
 const drain = (ttlMs: number): ScenarioInstance => ({
-  options: { instances: 2, lease: { ttlMs } },
+  options: { instances: 2, sync: false, lease: { ttlMs } },
   // From before A's lease expires until well after A's event loop is free again: whatever A hands
   // back (or spends) lands while B and C take every token the bucket has.
   steps: [{ at: ttlMs - 100, do: 'hammer', forMs: 1000 }],
@@ -83,7 +83,7 @@ describe('lease accuracy across processes on a real Redis (issue 14)', () => {
   it.each(SHAPES)('$name: every window keeps capacity + rate × window', async (shape) => {
     const leaseholder: ScenarioInstance = {
       // One assumed instance and a minimum batch of the whole bucket: A leases everything at once.
-      options: { instances: 1, lease: { ttlMs: shape.ttlMs, minBatch: shape.capacity } },
+      options: { instances: 1, sync: false, lease: { ttlMs: shape.ttlMs, minBatch: shape.capacity } },
       steps: shape.leaseholder(shape.ttlMs),
     };
     // A must have leased the whole bucket before B and C start; on a machine slow to start

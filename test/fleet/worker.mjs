@@ -15,7 +15,7 @@ const options = {
   limits: defineLimit({ capacity: orders.capacity, refillPerSecond: orders.refillPerSecond }),
   failurePolicy: 'closed',
   instances: orders.instances,
-  ...(orders.lease ? { lease: orders.lease } : {}),
+  ...(orders.lease ? { lease: orders.lease, sync: false } : {}),
 };
 const limiter = orders.tier === 'request' ? createRedisLimiter(options) : createTieredLimiter(options);
 

@@ -85,6 +85,12 @@ export interface GlobalStore {
   apply(op: BucketOp): Promise<BucketReply>;
   /** Forgets `key`'s buckets (and what is on lease from them): its next op finds them full. */
   reset(key: string, limits: readonly LimitSpec[]): Promise<void>;
+  /**
+   * Records that `instance` is alive for `ttlMs` (on the store's clock) and resolves how many
+   * instances are alive now: the two-tier limiter's periodic sync calls it to size its fleet. A
+   * store without it leaves the fleet at its declared size.
+   */
+  heartbeat?(instance: string, ttlMs: number): Promise<number>;
 }
 
 /**

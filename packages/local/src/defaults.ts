@@ -67,3 +67,9 @@ export const DEFAULT_CLOSE_TIMEOUT_MS = 1000;
 
 /** Keys a `MemoryStore` holds at most; the least recently used is forgotten (as full) past it. */
 export const DEFAULT_MEMORY_STORE_MAX_KEYS = 1_000_000;
+
+/**
+ * Store calls a second a fleet's periodic syncs may make in all: each instance syncs every
+ * `instances ÷ 200` s. 200 calls of up to 64 key-ops are about a tenth of one Redis core.
+ */
+export const DEFAULT_FLEET_CALLS_PER_SECOND = 200;

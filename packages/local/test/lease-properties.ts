@@ -43,6 +43,7 @@ export function fleetOf(
       failurePolicy: 'closed',
       clock,
       instances: 1,
+      sync: false,
       lease: { ttlMs: TTL_MS },
       ...extra,
     });

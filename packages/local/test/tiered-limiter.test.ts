@@ -26,6 +26,7 @@ function setup(options: Partial<TieredLimiterOptions> = {}) {
     limits: perSecond(100),
     failurePolicy: 'closed',
     clock,
+    sync: false,
     ...options,
   });
   open.push(limiter);
@@ -133,7 +134,7 @@ describe('TieredLimiter leases', () => {
     const store = new MemoryStore({ clock });
     const limit = defineLimit({ capacity: 50, refillPerSecond: 10 });
     const fleet = [1, 2, 3].map(() => {
-      const l = new TieredLimiter({ store, limits: limit, failurePolicy: 'closed', clock });
+      const l = new TieredLimiter({ store, limits: limit, failurePolicy: 'closed', clock, sync: false });
       open.push(l);
       return l;
     });

@@ -60,7 +60,7 @@ export class GuardedStore {
     options: StoreLimiterOptions,
     limits: readonly LimitSpec[],
     clock: Clock,
-    events: EventEmitter<LimiterEvents>,
+    events: Pick<EventEmitter<LimiterEvents>, 'emit'>,
   ) {
     this.store = assertStore(options.store);
     this.shadow = options.shadow === undefined ? false : assertBoolean('shadow', options.shadow);

@@ -131,7 +131,7 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
   }
 
   /** Re-emits this guard's `failure`, `degraded` and `recovered` events on `target` (a limiter). */
-  relayTo(target: EventEmitter<GuardEvents>): void {
+  relayTo(target: Pick<EventEmitter<GuardEvents>, 'emit'>): void {
     this.on('failure', (error) => target.emit('failure', error));
     this.on('degraded', (error) => target.emit('degraded', error));
     this.on('recovered', (info) => target.emit('recovered', info));

@@ -55,6 +55,8 @@ const SWEEP_PER_OP = 2;
 export class MemoryStore implements GlobalStore {
   readonly #clock: Clock;
   readonly #buckets: LRUCache<string, Entry>;
+  /** Live instances of the fleets using this store, and when each stops counting. */
+  readonly #instances = new Map<string, number>();
 
   constructor(options: MemoryStoreOptions = {}) {
     if (options === null || typeof options !== 'object')
@@ -96,6 +98,13 @@ export class MemoryStore implements GlobalStore {
     });
     this.#sweep(now);
     return Promise.resolve(reply);
+  }
+
+  heartbeat(instance: string, ttlMs: number): Promise<number> {
+    const now = this.#clock.now();
+    this.#instances.set(instance, now + ttlMs);
+    for (const [id, until] of this.#instances) if (until <= now) this.#instances.delete(id);
+    return Promise.resolve(this.#instances.size);
   }
 
   reset(key: string, limits: readonly LimitSpec[]): Promise<void> {

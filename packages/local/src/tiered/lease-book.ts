@@ -4,6 +4,7 @@ import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 import { releaseSharedClock, touchSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
+import type { Syncer } from './sync.js';
 
 /** Leases evicted while the store was away, kept to hand back once it answers, at most. */
 const MAX_OWING = 10_000;
@@ -22,8 +23,10 @@ export class LeaseBook {
   readonly #counters: TieredCounters;
   readonly #clock: Clock;
   readonly #config: TieredConfig;
-  readonly #timer: NodeJS.Timeout;
+  readonly #timer: { handle: NodeJS.Timeout | undefined };
   readonly #sharedClock: boolean;
+  readonly #syncer: Syncer | undefined;
+  readonly #onFleet: (live: number) => void;
 
   constructor(
     owner: object,
@@ -32,21 +35,31 @@ export class LeaseBook {
     clock: Clock,
     config: TieredConfig,
     sharedClock: boolean,
+    syncer: Syncer | undefined,
+    onFleet: (live: number) => void,
   ) {
     this.#refiller = refiller;
     this.#counters = counters;
     this.#clock = clock;
     this.#config = config;
     this.#sharedClock = sharedClock;
+    this.#syncer = syncer;
+    this.#onFleet = onFleet;
     refiller.onGrant((lease) => this.#granted(lease));
+    // The timer holds the book only weakly: a limiter dropped without close() is collected.
     const book = new WeakRef(this);
-    const timer = setInterval(() => {
-      const self = book.deref();
-      if (self === undefined) clearInterval(timer);
-      else self.#sweep();
-    }, config.sweepEveryMs);
-    // A limiter's timers never keep a process alive.
-    timer.unref();
+    const timer: { handle: NodeJS.Timeout | undefined } = { handle: undefined };
+    const schedule = (ms: number) => {
+      timer.handle = setTimeout(() => {
+        const self = book.deref();
+        if (self === undefined) return;
+        self.#tick();
+        schedule(self.#syncer?.periodMs ?? self.#config.sweepEveryMs);
+      }, ms);
+      // A limiter's timers never keep a process alive.
+      timer.handle.unref();
+    };
+    schedule(syncer?.periodMs ?? config.sweepEveryMs);
     this.#timer = timer;
     dropped.register(owner, { timer, sharedClock }, this);
   }
@@ -100,7 +113,8 @@ export class LeaseBook {
    * for them and for refills in flight at most `closeTimeoutMs`, and stops the timer.
    */
   async close(leases: readonly Lease[], clearTable: () => void): Promise<void> {
-    clearInterval(this.#timer);
+    clearTimeout(this.#timer.handle);
+    this.#timer.handle = undefined;
     dropped.unregister(this);
     const force = { timeoutMs: this.#config.closeTimeoutMs };
     const inFlight: Promise<unknown>[] = [];
@@ -145,15 +159,29 @@ export class LeaseBook {
     });
   }
 
-  #sweep(): void {
+  /** The sweep (expired tokens handed back), or with the sync, the periodic sync of every held key. */
+  #tick(): void {
+    if (this.#timer.handle === undefined) return;
     if (this.#sharedClock) touchSharedClock();
     const now = this.#clock.now();
+    const syncer = this.#syncer;
+    if (syncer !== undefined) {
+      void syncer.beat().then((live) => {
+        if (live !== undefined) this.#onFleet(live);
+      });
+    }
     const released = now - (this.#config.timing.holdMs - this.#config.timing.ttlMs);
     for (const lease of this.#holding) {
       this.expire(lease, now);
       forgetReleased(lease, released);
-      if (lease.tokens === 0 && lease.grants.length === 0) this.#holding.delete(lease);
-      else if (lease.refill === undefined && owesHandBack(lease)) this.#settle(lease);
+      if (syncer !== undefined) {
+        if (syncer.keeps(lease) || lease.refill !== undefined) syncer.sync(lease, now);
+        else this.#holding.delete(lease);
+      } else if (lease.tokens === 0 && lease.grants.length === 0) {
+        this.#holding.delete(lease);
+      } else if (lease.refill === undefined && owesHandBack(lease)) {
+        this.#settle(lease);
+      }
     }
     for (const lease of this.#owing) this.#settle(lease);
   }
@@ -170,7 +198,10 @@ function owesHandBack(lease: Lease): boolean {
 }
 
 /** Limiters dropped without `close()`: their timer stops and the shared clock is released. */
-const dropped = new FinalizationRegistry<{ timer: NodeJS.Timeout; sharedClock: boolean }>((held) => {
-  clearInterval(held.timer);
+const dropped = new FinalizationRegistry<{
+  timer: { handle: NodeJS.Timeout | undefined };
+  sharedClock: boolean;
+}>((held) => {
+  clearTimeout(held.timer.handle);
   if (held.sharedClock) releaseSharedClock();
 });

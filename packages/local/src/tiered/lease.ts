@@ -53,8 +53,18 @@ export class Lease {
   pendingCost = 0;
   /** Tokens a take just took for the request waiting on it (a sparse key keeps no lease). */
   taken = 0;
-  /** Tokens spent since the last refill was sent: the demand estimate. */
-  usedSinceRefill = 0;
+  /** Tokens this instance admitted for the key, ever: the demand estimates read differences. */
+  used = 0;
+  /** `used` when the last refill was sent. */
+  usedAtRefill = 0;
+  /** `used` at the last periodic sync. */
+  usedAtSync = 0;
+  /** When the last periodic sync was sent. */
+  syncedAtMs: number;
+  /** Tokens per ms this instance admits for the key: an average over sync periods (EWMA). */
+  rate = 0;
+  /** Tokens admitted here before the store heard of the key (optimistic cold start), to charge. */
+  debt = 0;
   /** When the last refill was sent. */
   lastRefillAtMs: number;
   /** The global bucket's remaining tokens, as of `replyAtMs`. */
@@ -69,6 +79,7 @@ export class Lease {
   constructor(key: string, nowMs: number, limit: LimitSpec) {
     this.key = key;
     this.lastRefillAtMs = nowMs;
+    this.syncedAtMs = nowMs;
     this.replyAtMs = nowMs;
     this.globalRemaining = limit.capacity;
     this.limit = limit;
@@ -129,7 +140,7 @@ export function spend(lease: Lease, cost: number): boolean {
     owed -= take;
   }
   lease.tokens -= cost;
-  lease.usedSinceRefill += cost;
+  lease.used += cost;
   nextHead(lease);
   return true;
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import {
   assertBoolean,
   assertInRange,
@@ -23,6 +24,14 @@ import {
 import type { LocalFallbackOptions } from '../guard/failure-policy.js';
 import type { StoreLimiterOptions } from '../guard/guarded-store.js';
 import type { BatchPolicy } from './batch-size.js';
+import {
+  type ColdStartConfig,
+  type ColdStartOptions,
+  resolveColdStart,
+  resolveSync,
+  type SyncConfig,
+  type SyncOptions,
+} from './fleet-options.js';
 
 /** Lease options of `TieredLimiter`. */
 export interface LeaseOptions {
@@ -72,6 +81,17 @@ export interface TieredLimiterOptions extends StoreLimiterOptions {
   exactClock?: boolean;
   /** How long `close()` waits for the store to take back unspent tokens, in ms. @default 1000 */
   closeTimeoutMs?: number;
+  /**
+   * The periodic sync: one coalesced op per held key every `instances ÷ fleetCallsPerSecond`
+   * seconds, carrying hand-backs, spends and the next lease; `false` for leases refilled on demand
+   * (at a low-water mark) and hand-backs sent as they expire.
+   * @default { fleetCallsPerSecond: 200 }
+   */
+  sync?: SyncOptions | false;
+  /** How a key this instance has no state for is decided. @default { mode: 'exact' } */
+  coldStart?: ColdStartOptions;
+  /** This instance's name in the store's registry of live instances. @default a random UUID */
+  instanceId?: string;
 }
 
 /** `TieredLimiterOptions`, checked, with every default filled in. */
@@ -91,6 +111,15 @@ export interface TieredConfig {
   readonly sweepEveryMs: number;
   /** The options the guarded store gets: the local fallback divided by `instances`. */
   readonly storeOptions: StoreLimiterOptions;
+  /** The declared fleet size (a floor for the live one). */
+  readonly instances: number | undefined;
+  /** How much longer than a lease lives here the store holds it, beyond a sync period. */
+  readonly graceMs: number;
+  /** The periodic sync, or `undefined` for refills on demand. */
+  readonly sync: SyncConfig | undefined;
+  /** Optimistic cold start, or `undefined` for exact. */
+  readonly coldStart: ColdStartConfig | undefined;
+  readonly instanceId: string;
 }
 
 /** Checks every option of a `TieredLimiter` (a `ConfigError` names the one refused) and fills in defaults. */
@@ -109,7 +138,20 @@ export function resolveTieredOptions(
       ? { ...options, fallback: { ...fallback, instances: fallback?.instances ?? instances } }
       : options;
   const lease = options.lease === undefined ? {} : assertObject<LeaseOptions>('lease', options.lease);
+  const sync = resolveSync(options.sync);
+  if (sync !== undefined && lease.ttlMs !== undefined) {
+    throw new ConfigError(
+      'lease.ttlMs',
+      lease.ttlMs,
+      'absent with the periodic sync (a lease lives one sync period); pass sync: false to set it',
+    );
+  }
   const ttlMs = assertInteger('lease.ttlMs', lease.ttlMs ?? DEFAULT_LEASE_TTL_MS, 1, 3_600_000);
+  const graceMs = Math.max(MIN_LEASE_GRACE_MS, Math.ceil(ttlMs / 2));
+  const instanceId = options.instanceId ?? randomUUID();
+  if (typeof instanceId !== 'string' || instanceId.length === 0 || instanceId.length > 200) {
+    throw new ConfigError('instanceId', instanceId, 'a string of 1 to 200 characters');
+  }
   const minBatch = assertInteger('lease.minBatch', lease.minBatch ?? DEFAULT_MIN_BATCH, 1);
   const maxBatch = assertInteger('lease.maxBatch', lease.maxBatch ?? DEFAULT_MAX_BATCH, minBatch);
   const competitors = instances ?? DEFAULT_ASSUMED_INSTANCES;
@@ -122,7 +164,20 @@ export function resolveTieredOptions(
     );
   }
   return {
-    timing: { ttlMs, holdMs: ttlMs + Math.max(MIN_LEASE_GRACE_MS, Math.ceil(ttlMs / 2)) },
+    timing: { ttlMs, holdMs: ttlMs + graceMs },
+    instances,
+    graceMs,
+    sync,
+    // With the sync, a key's first lease lives at most about a period plus a little: the bound on
+    // spacing uses the longest period a fleet of `instances` would sync at.
+    coldStart: resolveColdStart(
+      options.coldStart,
+      limits,
+      instances,
+      sync === undefined ? ttlMs : Math.ceil(((instances ?? 1) / sync.budget) * 1000 * 1.1) + 50,
+      options.failurePolicy,
+    ),
+    instanceId,
     lowWater: assertInRange('lease.lowWater', lease.lowWater ?? DEFAULT_LOW_WATER, 0, 1),
     batch: {
       minBatch,

@@ -62,13 +62,18 @@ export class Refiller {
     this.#batch = { ...this.#batch, fairShare: Math.max(1, Math.floor(capacity / this.#batch.competitors)) };
   }
 
-  /** Sizes batches for a fleet of `instances` (the live count, when the store reports one). */
-  competitors(instances: number): void {
-    if (instances === this.#batch.competitors) return;
+  /** The batch sizing in force. */
+  get batch(): BatchPolicy {
+    return this.#batch;
+  }
+
+  /** Sizes batches for a fleet of `instances` over a horizon of `horizonMs` (the sync's lease life). */
+  competitors(instances: number, horizonMs: number): void {
     const capacity = smallestCapacity(this.#limits());
     this.#batch = {
       ...this.#batch,
       competitors: instances,
+      horizonMs,
       fairShare: Math.max(1, Math.floor(capacity / instances)),
     };
   }
@@ -155,12 +160,18 @@ export class Refiller {
   /** The op for `lease`: what it owes, and what it asks; `undefined` when there is neither. */
   #op(lease: Lease, ask: Ask): BucketOp | undefined {
     const reports = takeReports(lease);
-    if (ask === undefined && reports === undefined) return undefined;
+    const debt = lease.debt;
+    if (ask === undefined && reports === undefined && debt === 0) return undefined;
     const op: { -readonly [K in keyof BucketOp]: BucketOp[K] } = {
       key: lease.key,
       limits: this.#limits(),
       reports,
     };
+    if (debt > 0) {
+      // Tokens admitted before the store heard of the key ride first: the bucket may go into debt.
+      op.debit = debt;
+      lease.debt = 0;
+    }
     if (ask !== undefined) {
       if ('take' in ask) op.take = ask.take;
       else op.reserve = { want: ask.want, min: ask.min, holdMs: this.#config.timing.holdMs };
@@ -171,7 +182,7 @@ export class Refiller {
   #want(lease: Lease, min: number, sentAt: number): number {
     const want = batchSize(
       {
-        used: lease.usedSinceRefill,
+        used: lease.used - lease.usedAtRefill,
         elapsedMs: sentAt - lease.lastRefillAtMs,
         pending: Math.max(lease.pendingCost - lease.tokens, min),
         globalRemaining: Math.min(
@@ -181,7 +192,7 @@ export class Refiller {
       },
       this.#batch,
     );
-    lease.usedSinceRefill = 0;
+    lease.usedAtRefill = lease.used;
     lease.lastRefillAtMs = sentAt;
     return want;
   }
@@ -202,7 +213,8 @@ export class Refiller {
       // A token's life here counts from when it was asked for, before the store granted it; the
       // store counts its hold from the grant, later, and holds it longer still.
       addGrant(lease, reply.generation, sentAt + this.#config.timing.ttlMs, leased);
-      lease.lowWater = Math.ceil(leased * this.#config.lowWater);
+      // With the periodic sync the next lease comes with the next sync, not at a low-water mark.
+      lease.lowWater = this.#config.sync === undefined ? Math.ceil(leased * this.#config.lowWater) : -1;
     }
     lease.globalRemaining = reply.remaining;
     lease.replyAtMs = now;
@@ -215,6 +227,7 @@ export class Refiller {
   }
 
   #lost(op: BucketOp): void {
+    this.#counters.tokensUnreported += op.debit ?? 0;
     if (op.reports === undefined) return;
     for (const r of op.reports) this.#counters.tokensUnreported += r.spent + r.returned;
   }

@@ -33,6 +33,12 @@ export interface TieredLimiterStats extends LimiterStats {
   readonly degraded: boolean;
   /** Keys in the lease table. */
   readonly keys: number;
+  /** Tokens admitted by optimistic cold start before the store heard of their key. */
+  readonly tokensOptimistic: number;
+  /** The fleet size the limiter sizes leases by: the store's live count, at least the declared one. */
+  readonly instances: number | undefined;
+  /** The periodic sync's period now, in ms (`undefined` without the sync). */
+  readonly syncPeriodMs: number | undefined;
 }
 
 /** The counters a `TieredLimiter` keeps; the hot path bumps `lease` and `allowed` directly. */
@@ -44,6 +50,7 @@ export class TieredCounters {
   tokensRefunded = 0;
   tokensExpired = 0;
   tokensUnreported = 0;
+  tokensOptimistic = 0;
   #latencyCount = 0;
   #latencySum = 0;
   #latencyMax = 0;

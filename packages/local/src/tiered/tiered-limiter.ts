@@ -24,19 +24,29 @@ import {
   assertAcquireOptions,
   KeyedQueue,
 } from '../acquire.js';
-import { assertBlockMs } from '../block-list.js';
 import { decisionOf, GuardedStore } from '../guard/guarded-store.js';
-import { assertTokens } from '../management.js';
 import { lruTable } from '../table.js';
+import { ColdStart } from './cold-start.js';
+import { KeyAdmin } from './key-admin.js';
 import { type Lease, Lease as LeaseState, nextHead, spend } from './lease.js';
 import { LeaseBook } from './lease-book.js';
 import { resolveTieredOptions, type TieredConfig, type TieredLimiterOptions } from './options.js';
 import { Refiller } from './refiller.js';
 import { acquireSharedClock, touchSharedClock } from './shared-clock.js';
 import { TieredCounters, type TieredLimiterStats } from './stats.js';
+import { Syncer } from './sync.js';
 
 /** Refills one request waits through before it stops losing the race to other waiters. */
 const MAX_ATTEMPTS = 4;
+
+/** Events of a `TieredLimiter`: the store's, and the fleet's size when it outgrows the declared one. */
+export interface TieredLimiterEvents extends LimiterEvents {
+  /**
+   * The store reports more live instances than `instances` declared: fair shares and the optimistic
+   * cold start's bound assumed fewer. The limiter sizes its leases by the live count already.
+   */
+  fleet: [info: { instances: number; declared: number | undefined }];
+}
 
 /**
  * The two-tier limiter: most decisions come from tokens this instance leased in batches from
@@ -56,7 +66,7 @@ const MAX_ATTEMPTS = 4;
  * });
  * const decision = limiter.tryConsume('user:42') ?? (await limiter.consume('user:42'));
  */
-export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLimiter {
+export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements SyncLimiter {
   #limits: readonly LimitSpec[];
   #maxCost: number;
   readonly #config: TieredConfig;
@@ -70,6 +80,9 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
   readonly #leases: LRUCache<string, Lease>;
   readonly #waiters = new KeyedQueue();
   readonly #closing = new AbortController();
+  readonly #admin: KeyAdmin;
+  readonly #syncer: Syncer | undefined;
+  readonly #coldStart: ColdStart | undefined;
   #lastKey: string | undefined;
   #denials = 0;
   #lastLease: Lease | undefined;
@@ -88,14 +101,35 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
     this.#leases = lruTable<string, Lease>(this.#config.maxKeys, (lease) => this.#evicted(lease));
     const shared = options.clock === undefined && !this.#config.exactClock ? acquireSharedClock() : undefined;
     this.#view = shared?.view;
+    const config = this.#config;
+    this.#syncer =
+      config.sync === undefined
+        ? undefined
+        : new Syncer(config, this.#refiller, this.#store.store, config.sync.budget, config.instanceId);
+    this.#coldStart = config.coldStart === undefined ? undefined : new ColdStart(config.coldStart);
+    const onFleet = (live: number) => {
+      if (config.instances !== undefined && live > config.instances) {
+        this.emit('fleet', { instances: live, declared: config.instances });
+      }
+    };
     this.#book = new LeaseBook(
       this,
       this.#refiller,
       this.#counters,
       this.#clock,
-      this.#config,
+      config,
       shared !== undefined,
+      this.#syncer,
+      onFleet,
     );
+    this.#admin = new KeyAdmin({
+      store: this.#store,
+      book: this.#book,
+      leases: this.#leases,
+      clock: this.#clock,
+      limits: () => this.#limits,
+      leaseFor: (key) => this.#leaseFor(key),
+    });
   }
 
   /** The limits, all-or-nothing, as in force now. */
@@ -128,7 +162,7 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
     } else {
       assertKey(key);
       lease = this.#leases.get(key);
-      if (lease === undefined) return undefined;
+      if (lease === undefined) return this.#coldStart === undefined ? undefined : this.#optimistic(key, cost);
       this.#lastKey = key;
       this.#lastLease = lease;
     }
@@ -139,7 +173,7 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
       grant.left -= cost;
       grant.spent += cost;
       lease.tokens -= cost;
-      lease.usedSinceRefill += cost;
+      lease.used += cost;
       if (grant.left === 0) nextHead(lease);
       if (lease.tokens <= lease.lowWater && lease.refill === undefined && now >= lease.deniedUntilMs) {
         void this.#refiller.refill(lease, 1, false);
@@ -199,47 +233,33 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
   }
 
   /** What a request of cost 1 would get now, taking nothing: the global bucket plus this lease. */
-  async peek(key: string): Promise<Decision> {
+  peek(key: string): Promise<Decision> {
     this.#check(key);
-    const limits = this.#limits;
-    const result = await this.#store.send(() => ({ key, limits }));
-    if (!result.ok) return this.#store.policy.decide(key, 1, result.error);
-    const lease = this.#leases.peek(key);
-    const held = lease === undefined ? 0 : this.#book.live(lease);
-    const spec = limits[result.value.limitIndex] ?? limits[0]!;
-    return held > 0
-      ? allowDecision(result.value.remaining + held, result.value.resetMs, spec, 'global')
-      : decisionOf(result.value, limits, 'global');
+    return this.#admin.peek(key);
   }
 
   /** Forgets `key` everywhere: its lease here (nothing handed back) and its global buckets. */
-  async reset(key: string): Promise<boolean> {
+  reset(key: string): Promise<boolean> {
     this.#check(key);
-    const lease = this.#leases.peek(key);
-    if (lease !== undefined) this.#book.forget(lease);
-    this.#leases.delete(key);
-    const limits = this.#limits;
-    return (await this.#store.guard.run(() => this.#store.store.reset(key, limits))).ok;
+    return this.#admin.reset(key);
   }
 
   /** Gives `tokens` back to `key`'s global buckets, never past their room; resolves whether done. */
-  async reward(key: string, tokens: number): Promise<boolean> {
+  reward(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
-    const op = { key, limits: this.#limits, credit: assertTokens(tokens) };
-    return (await this.#store.send(() => op)).ok;
+    return this.#admin.reward(key, tokens);
   }
 
   /** Takes `tokens` from `key`'s global buckets regardless (at most a capacity into debt). */
-  async penalty(key: string, tokens: number): Promise<boolean> {
+  penalty(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
-    const op = { key, limits: this.#limits, debit: assertTokens(tokens) };
-    return (await this.#store.send(() => op)).ok;
+    return this.#admin.penalty(key, tokens);
   }
 
   /** Denies `key` for `ms` here with no round trip; its leased tokens go back to the store. */
   block(key: string, ms: number): void {
     this.#check(key);
-    this.#book.block(this.#leaseFor(key), this.#clock.now() + assertBlockMs(ms));
+    this.#admin.block(key, ms);
   }
 
   /** Replaces the limits; keys keep their state, leases follow at their next refill. */
@@ -272,6 +292,9 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
       fallbackMs: this.#store.guard.degradedMs,
       degraded: this.#store.guard.degraded,
       keys: this.#leases.size,
+      tokensOptimistic: c.tokensOptimistic,
+      instances: this.#syncer?.instances ?? this.#config.instances,
+      syncPeriodMs: this.#syncer?.periodMs,
     };
   }
 
@@ -330,13 +353,28 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
       // The call's own outcome: a take's token is this request's, a denial is the reply's.
       if (lease.taken >= cost) {
         lease.taken -= cost;
-        lease.usedSinceRefill += cost;
+        lease.used += cost;
         return this.#store.count(decisionOf(result.value, this.#limits, 'global'));
       }
       if (result.value.granted === 0) {
         return this.#store.count(decisionOf(result.value, this.#limits, 'global'));
       }
     }
+  }
+
+  /** Optimistic cold start: a key this instance has no state for, admitted now and charged next flush. */
+  #optimistic(key: string, cost: number): Decision | undefined {
+    const coldStart = this.#coldStart!;
+    if (cost > coldStart.credit || this.#store.guard.degraded) return undefined;
+    const now = this.#clock.now();
+    if (!coldStart.claim(key, now)) return undefined;
+    const lease = this.#leaseFor(key);
+    lease.debt += cost;
+    lease.used += cost;
+    void this.#refiller.settle(lease);
+    this.#counters.tokensOptimistic += cost;
+    const spec = lease.limit;
+    return this.#store.count(allowDecision(spec.capacity - cost, 0, spec, 'local'));
   }
 
   #evicted(lease: Lease): void {

@@ -1,0 +1,119 @@
+import {
+  assertInteger,
+  assertObject,
+  assertOneOf,
+  ConfigError,
+  type FailurePolicy,
+  type LimitSpec,
+} from '@tiered-limiter/core';
+import { DEFAULT_FLEET_CALLS_PER_SECOND } from '../defaults.js';
+
+/** The periodic sync of `TieredLimiter` (see `Syncer`). */
+export interface SyncOptions {
+  /**
+   * Store calls a second the whole fleet may make for its syncs. Each instance syncs every
+   * `instances ÷ fleetCallsPerSecond` seconds (at least 20 ms), and a lease lives one period plus
+   * a little: a larger fleet syncs less often, so Redis sees about this many calls whatever the
+   * fleet's size and request rate.
+   * @default 200
+   */
+  fleetCallsPerSecond?: number;
+}
+
+/** How a two-tier limiter decides for a key it has no state for. */
+export interface ColdStartOptions {
+  /**
+   * `exact` asks the store (one key-op, coalesced). `optimistic` admits up to `credit` tokens at
+   * once, in process, and charges them to the key in the next flush (the bucket may go into debt):
+   * a cold key costs no wait, and the fleet's bound grows by `N·credit·(1 + ⌊W / spacingMs⌋)`.
+   * @default 'exact'
+   */
+  mode: 'exact' | 'optimistic';
+  /** Tokens an instance may admit for a key before the store has heard of it. @default 1 */
+  credit?: number;
+  /**
+   * Milliseconds before the same key may start optimistically again on this instance.
+   * @default the smallest the rule allows: max(lease lifetime, N·credit ÷ rate)
+   */
+  spacingMs?: number;
+}
+
+/** `SyncOptions`, checked; `undefined` when the sync is off. */
+export interface SyncConfig {
+  readonly budget: number;
+}
+
+/** `ColdStartOptions` in optimistic mode, checked; `undefined` for exact. */
+export interface ColdStartConfig {
+  readonly credit: number;
+  readonly spacingMs: number;
+}
+
+/** Checks `sync` (`false` turns the periodic sync off). */
+export function resolveSync(sync: unknown): SyncConfig | undefined {
+  if (sync === false) return undefined;
+  const o = sync === undefined ? {} : assertObject<SyncOptions>('sync', sync);
+  return {
+    budget: assertInteger(
+      'sync.fleetCallsPerSecond',
+      o.fleetCallsPerSecond ?? DEFAULT_FLEET_CALLS_PER_SECOND,
+      1,
+      1_000_000,
+    ),
+  };
+}
+
+/**
+ * Checks `coldStart`. Optimistic mode is refused, naming the rule, unless it keeps the fleet near
+ * its limit: `N·credit ≤ 0.1·capacity` and `spacingMs ≥ max(leaseMs, N·credit ÷ rate)` for every
+ * limit, with `N` the declared `instances` (required); never with the `closed` policy.
+ */
+export function resolveColdStart(
+  coldStart: unknown,
+  limits: readonly LimitSpec[],
+  instances: number | undefined,
+  leaseMs: number,
+  policy: FailurePolicy,
+): ColdStartConfig | undefined {
+  if (coldStart === undefined) return undefined;
+  const o = assertObject<ColdStartOptions>('coldStart', coldStart);
+  if (assertOneOf('coldStart.mode', o.mode, ['exact', 'optimistic'] as const) === 'exact') return undefined;
+  if (policy === 'closed') {
+    throw new ConfigError(
+      'coldStart.mode',
+      o.mode,
+      "'exact' with failurePolicy 'closed': a hard cap admits nothing unasked",
+    );
+  }
+  if (instances === undefined) {
+    throw new ConfigError(
+      'instances',
+      instances,
+      'the fleet size, for coldStart optimistic (its bound is N·credit)',
+    );
+  }
+  const credit = assertInteger('coldStart.credit', o.credit ?? 1, 1, 1_000_000);
+  let spacingFloor = leaseMs;
+  for (const spec of limits) {
+    if (instances * credit > 0.1 * spec.capacity) {
+      throw new ConfigError(
+        'coldStart.credit',
+        credit,
+        `at most 0.1 × capacity ÷ instances (${spec.name}: 0.1 × ${spec.capacity} ÷ ${instances})`,
+      );
+    }
+    spacingFloor = Math.max(spacingFloor, Math.ceil((instances * credit) / spec.refillPerMs));
+  }
+  const spacingMs =
+    o.spacingMs === undefined
+      ? spacingFloor
+      : assertInteger('coldStart.spacingMs', o.spacingMs, 1, 86_400_000);
+  if (spacingMs < spacingFloor) {
+    throw new ConfigError(
+      'coldStart.spacingMs',
+      spacingMs,
+      `at least max(lease lifetime, N·credit ÷ rate) = ${spacingFloor} ms`,
+    );
+  }
+  return { credit, spacingMs };
+}

@@ -1,0 +1,80 @@
+import {
+  allowDecision,
+  type BucketOp,
+  type Clock,
+  type Decision,
+  type LimitSpec,
+} from '@tiered-limiter/core';
+import type { LRUCache } from 'lru-cache';
+import { assertBlockMs } from '../block-list.js';
+import { decisionOf, type GuardedStore } from '../guard/guarded-store.js';
+import { assertTokens } from '../management.js';
+import type { Lease } from './lease.js';
+import type { LeaseBook } from './lease-book.js';
+
+/** What a two-tier limiter's management calls need of it. */
+export interface TieredParts {
+  readonly store: GuardedStore;
+  readonly book: LeaseBook;
+  readonly leases: LRUCache<string, Lease>;
+  readonly clock: Clock;
+  limits(): readonly LimitSpec[];
+  leaseFor(key: string): Lease;
+}
+
+/**
+ * The management calls of `TieredLimiter` (issue 12), beside its hot path: each one store op, or
+ * none. A store failure resolves the policy's decision (`peek`) or `false` (the others).
+ */
+export class KeyAdmin {
+  readonly #parts: TieredParts;
+
+  constructor(parts: TieredParts) {
+    this.#parts = parts;
+  }
+
+  /** The global bucket plus this instance's lease, taking nothing. */
+  async peek(key: string): Promise<Decision> {
+    const { store, leases, book } = this.#parts;
+    const limits = this.#parts.limits();
+    const result = await store.send(() => ({ key, limits }));
+    if (!result.ok) return store.policy.decide(key, 1, result.error);
+    const lease = leases.peek(key);
+    const held = lease === undefined ? 0 : book.live(lease);
+    const reply = result.value;
+    const spec = limits[reply.limitIndex] ?? limits[0]!;
+    return held > 0
+      ? allowDecision(reply.remaining + held, reply.resetMs, spec, 'global')
+      : decisionOf(reply, limits, 'global');
+  }
+
+  /** Forgets `key` here (its lease dropped, nothing handed back) and in the store. */
+  async reset(key: string): Promise<boolean> {
+    const { store, leases, book } = this.#parts;
+    const lease = leases.peek(key);
+    if (lease !== undefined) book.forget(lease);
+    leases.delete(key);
+    const limits = this.#parts.limits();
+    return (await store.guard.run(() => store.store.reset(key, limits))).ok;
+  }
+
+  /** Gives `tokens` back to the global buckets of `key`, never past their room. */
+  reward(key: string, tokens: number): Promise<boolean> {
+    return this.#send({ key, limits: this.#parts.limits(), credit: assertTokens(tokens) });
+  }
+
+  /** Takes `tokens` from the global buckets of `key` regardless (at most a capacity into debt). */
+  penalty(key: string, tokens: number): Promise<boolean> {
+    return this.#send({ key, limits: this.#parts.limits(), debit: assertTokens(tokens) });
+  }
+
+  /** Denies `key` here for `ms` with no round trip; its leased tokens go back to the store. */
+  block(key: string, ms: number): void {
+    const { book, clock } = this.#parts;
+    book.block(this.#parts.leaseFor(key), clock.now() + assertBlockMs(ms));
+  }
+
+  async #send(op: BucketOp): Promise<boolean> {
+    return (await this.#parts.store.send(() => op)).ok;
+  }
+}

@@ -1,0 +1,131 @@
+import type { GlobalStore } from '@tiered-limiter/core';
+import { type Lease, owes } from './lease.js';
+import type { TieredConfig } from './options.js';
+import type { Refiller } from './refiller.js';
+
+/** Weight of the newest period in a key's rate estimate (an exponentially weighted average). */
+const RATE_WEIGHT = 0.25;
+/** Shortest sync period: below it the timer and the ops would cost more than the leases save. */
+export const MIN_SYNC_PERIOD_MS = 20;
+/** Longest sync period: leases never live much longer than a few seconds. */
+export const MAX_SYNC_PERIOD_MS = 5_000;
+
+/**
+ * The periodic sync of a two-tier limiter (issue 11's design): every period `T = instances ÷
+ * fleetCallsPerSecond` it sends, for every key that holds a lease, one op that hands back what
+ * expired, reports what was spent, and leases what the key will need until just after the next
+ * sync: its rate over the last periods (an EWMA) times `T + δ`, plus three standard deviations of
+ * a Poisson count, capped by a fair share of the limit and a quarter of what the bucket has left.
+ * The store gathers these ops into a call per 64 keys, so a fleet makes about `instances ÷ T`
+ * calls a second whatever its request rate. Each sync also tells the store this instance is alive
+ * and reads how many are: the period and the fair share follow the live fleet.
+ */
+export class Syncer {
+  readonly #config: TieredConfig;
+  readonly #refiller: Refiller;
+  readonly #store: GlobalStore;
+  readonly #budget: number;
+  readonly #declared: number | undefined;
+  readonly #instanceId: string;
+  #live: number | undefined;
+  #periodMs: number;
+
+  constructor(
+    config: TieredConfig,
+    refiller: Refiller,
+    store: GlobalStore,
+    budget: number,
+    instanceId: string,
+  ) {
+    this.#config = config;
+    this.#refiller = refiller;
+    this.#store = store;
+    this.#budget = budget;
+    this.#declared = config.instances;
+    this.#instanceId = instanceId;
+    this.#periodMs = 0;
+    this.#retime();
+  }
+
+  /** The sync period now, in ms. */
+  get periodMs(): number {
+    return this.#periodMs;
+  }
+
+  /** The fleet size in force: the live count the store reports, never below the declared one. */
+  get instances(): number {
+    return Math.max(this.#live ?? 1, this.#declared ?? 1);
+  }
+
+  /** The live count the store last reported, or `undefined` before it has. */
+  get live(): number | undefined {
+    return this.#live;
+  }
+
+  /**
+   * Tells the store this instance is alive for three periods and reads the live count. Resolves
+   * the count when it changed (for the `fleet` event), else `undefined`; never rejects.
+   */
+  async beat(): Promise<number | undefined> {
+    const heartbeat = this.#store.heartbeat;
+    if (heartbeat === undefined) return undefined;
+    let live: number;
+    try {
+      live = await heartbeat.call(this.#store, this.#instanceId, 3 * this.#periodMs + 1000);
+    } catch {
+      return undefined;
+    }
+    if (live === this.#live) return undefined;
+    this.#live = live;
+    this.#retime();
+    return live;
+  }
+
+  /** Syncs `lease` at `nowMs` (its expired grants already moved to be handed back). */
+  sync(lease: Lease, nowMs: number): void {
+    const elapsed = nowMs - lease.syncedAtMs;
+    if (elapsed > 0) {
+      const sample = (lease.used - lease.usedAtSync) / elapsed;
+      lease.rate = lease.rate === 0 ? sample : RATE_WEIGHT * sample + (1 - RATE_WEIGHT) * lease.rate;
+    }
+    lease.usedAtSync = lease.used;
+    lease.syncedAtMs = nowMs;
+    const want = this.#want(lease, nowMs);
+    if (want > 0 || owes(lease)) void this.#refiller.sync(lease, want);
+  }
+
+  /** Whether `lease` is worth syncing on: it holds tokens, owes reports, or has demand. */
+  keeps(lease: Lease): boolean {
+    return lease.tokens > 0 || lease.grants.length > 0 || lease.rate * this.#config.timing.ttlMs >= 1;
+  }
+
+  #want(lease: Lease, nowMs: number): number {
+    const expected = lease.rate * this.#config.timing.ttlMs;
+    if (expected < 0.5) return 0;
+    const needed = Math.ceil(expected + 3 * Math.sqrt(expected));
+    // Tokens that outlive the next sync already cover part of the next period.
+    let kept = 0;
+    for (const grant of lease.grants) if (grant.expiresAtMs > nowMs + this.#periodMs) kept += grant.left;
+    const left = Math.min(
+      lease.limit.capacity,
+      lease.globalRemaining + (nowMs - lease.replyAtMs) * lease.limit.refillPerMs,
+    );
+    const batch = this.#refiller.batch;
+    const cap = Math.max(batch.fairShare, Math.ceil(left / 4), 1);
+    const want = Math.min(needed - kept, cap, batch.maxBatch);
+    return want > 0 ? want : 0;
+  }
+
+  /** The period, the lease's lifetime and the store's hold follow the fleet size. */
+  #retime(): void {
+    const period = (this.instances / this.#budget) * 1000;
+    this.#periodMs = Math.min(MAX_SYNC_PERIOD_MS, Math.max(MIN_SYNC_PERIOD_MS, Math.round(period)));
+    const slack = Math.max(50, Math.ceil(this.#periodMs / 10));
+    const ttlMs = this.#periodMs + slack;
+    // An expired token is handed back with the next sync, up to a period after it expired: the
+    // store holds it a period longer than it lives here, plus the grace for a stale clock.
+    this.#config.timing.ttlMs = ttlMs;
+    this.#config.timing.holdMs = ttlMs + this.#periodMs + this.#config.graceMs;
+    this.#refiller.competitors(this.instances, ttlMs);
+  }
+}
