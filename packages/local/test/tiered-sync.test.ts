@@ -1,0 +1,273 @@
+import {
+  type BucketOp,
+  type BucketReply,
+  defineLimit,
+  type GlobalStore,
+  type LimitSpec,
+} from '@tiered-limiter/core';
+import { MemoryStore, TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
+import { FakeClock } from '@tiered-limiter/test-harness';
+import fc from 'fast-check';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { expectPureBound, request, settle } from './lease-properties.js';
+
+/** Counts the ops a store receives, and the heartbeats. */
+class CountingStore implements GlobalStore {
+  readonly ops: BucketOp[] = [];
+  heartbeats = 0;
+  readonly #inner: MemoryStore;
+
+  constructor(inner: MemoryStore) {
+    this.#inner = inner;
+  }
+
+  apply(op: BucketOp): Promise<BucketReply> {
+    this.ops.push(op);
+    return this.#inner.apply(op);
+  }
+
+  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
+    return this.#inner.reset(key, limits);
+  }
+
+  heartbeat(instance: string, ttlMs: number): Promise<number> {
+    this.heartbeats++;
+    return this.#inner.heartbeat(instance, ttlMs);
+  }
+}
+
+const open: TieredLimiter[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((l) => l.close()));
+  vi.useRealTimers();
+});
+
+/** Fake time for the limiters, the store and the sync timer alike. */
+function fakeTime() {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+  const clock = new FakeClock(0);
+  return {
+    clock,
+    async advance(ms: number) {
+      clock.advance(ms);
+      await vi.advanceTimersByTimeAsync(ms);
+      await settle();
+    },
+  };
+}
+
+function limiter(store: GlobalStore, clock: FakeClock, options: Partial<TieredLimiterOptions> = {}) {
+  const l = new TieredLimiter({
+    store,
+    limits: defineLimit({ capacity: 100, refillPerSecond: 100 }),
+    failurePolicy: 'open',
+    clock,
+    ...options,
+  });
+  open.push(l);
+  return l;
+}
+
+describe('TieredLimiter periodic sync', () => {
+  it('syncs every instances ÷ fleetCallsPerSecond, and the period follows the live fleet', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new CountingStore(new MemoryStore({ clock }));
+    const fleet = [0, 1, 2].map(() => limiter(store, clock, { sync: { fleetCallsPerSecond: 10 } }));
+    // One instance until the first heartbeat: 1 ÷ 10 per second.
+    expect(fleet[0]!.stats().syncPeriodMs).toBe(100);
+    await advance(100);
+    await advance(300);
+    // Three live instances: 3 ÷ 10 per second, and every stats() says so.
+    expect(fleet.map((l) => l.stats().instances)).toEqual([3, 3, 3]);
+    expect(fleet.map((l) => l.stats().syncPeriodMs)).toEqual([300, 300, 300]);
+  });
+
+  it('reports a live fleet larger than the declared one', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new MemoryStore({ clock });
+    const declared = limiter(store, clock, { instances: 2, sync: { fleetCallsPerSecond: 20 } });
+    limiter(store, clock, { instances: 2, sync: { fleetCallsPerSecond: 20 } });
+    limiter(store, clock, { instances: 2, sync: { fleetCallsPerSecond: 20 } });
+    const seen: unknown[] = [];
+    declared.on('fleet', (info) => seen.push(info));
+    await advance(100);
+    await advance(150);
+    expect(seen).toContainEqual({ instances: 3, declared: 2 });
+  });
+
+  it('leases a hot key ahead of demand and makes about one op per period for it', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new CountingStore(new MemoryStore({ clock }));
+    const l = limiter(store, clock, { sync: { fleetCallsPerSecond: 20 }, instances: 1 }); // 50 ms
+    let waited = 0;
+    let decisions = 0;
+    for (let ms = 0; ms < 2000; ms += 5) {
+      // 200 requests a second (1 per 5 ms) under a limit of 100/s with a burst of 100.
+      const d = l.tryConsume('hot') ?? (waited++, await l.consume('hot'));
+      decisions++;
+      expect(d.tier).not.toBe('fallback');
+      await advance(5);
+    }
+    const ops = store.ops.filter((op) => op.key === 'hot').length;
+    // 2 s of 50 ms periods: about 40 syncs, plus what waiters asked out of band.
+    expect(ops).toBeLessThanOrEqual(40 + waited + 2);
+    expect(waited).toBeLessThan(decisions / 2);
+  });
+
+  it('hands expired tokens back inside the sync, never in a call of their own', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new CountingStore(new MemoryStore({ clock }));
+    const l = limiter(store, clock, { sync: { fleetCallsPerSecond: 20 }, instances: 1 });
+    for (let i = 0; i < 40; i++) {
+      l.tryConsume('k') ?? (await l.consume('k'));
+      await advance(5);
+    }
+    for (let i = 0; i < 10; i++) await advance(50);
+    const returned = store.ops.flatMap((op) => op.reports ?? []).reduce((sum, r) => sum + r.returned, 0);
+    expect(l.stats().tokensExpired).toBeGreaterThan(0);
+    expect(returned).toBe(l.stats().tokensExpired);
+    // Every op with a hand-back was made by a sync tick (the store saw a heartbeat in the same tick).
+    expect(store.heartbeats).toBeGreaterThan(10);
+  });
+
+  it('keeps the pure bound across a fleet syncing on its own schedule', async () => {
+    const step = fc.record({
+      instance: fc.integer({ min: 0, max: 2 }),
+      requests: fc.integer({ min: 0, max: 15 }),
+      advanceMs: fc.oneof(fc.integer({ min: 0, max: 10 }), fc.integer({ min: 20, max: 400 })),
+    });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(step, { minLength: 1, maxLength: 40 }),
+        fc.integer({ min: 2, max: 30 }),
+        fc.integer({ min: 5, max: 300 }),
+        async (steps, capacity, rate) => {
+          const { clock, advance } = fakeTime();
+          const store = new MemoryStore({ clock });
+          const limits = defineLimit({ capacity, refillPerSecond: rate });
+          const fleet = [0, 1, 2].map(() =>
+            limiter(store, clock, { limits, failurePolicy: 'closed', sync: { fleetCallsPerSecond: 60 } }),
+          );
+          const admitted: { atMs: number; cost: number }[] = [];
+          try {
+            for (const s of steps) {
+              for (let i = 0; i < s.requests; i++) {
+                if ((await request(fleet[s.instance]!, 'k')).allowed)
+                  admitted.push({ atMs: clock.now(), cost: 1 });
+                await settle();
+              }
+              await advance(s.advanceMs);
+            }
+            expectPureBound(admitted, capacity, rate);
+          } finally {
+            await Promise.all(fleet.map((l) => l.close()));
+            vi.useRealTimers();
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+});
+
+describe('TieredLimiter optimistic cold start', () => {
+  const base = { store: new MemoryStore(), limits: defineLimit({ capacity: 100, refillPerSecond: 10 }) };
+
+  it('is refused, naming the rule, where it would let the fleet run far past the limit', () => {
+    const optimistic = { mode: 'optimistic' as const };
+    expect(
+      () => new TieredLimiter({ ...base, failurePolicy: 'closed', instances: 2, coldStart: optimistic }),
+    ).toThrow(/coldStart\.mode.*closed/);
+    expect(() => new TieredLimiter({ ...base, failurePolicy: 'open', coldStart: optimistic })).toThrow(
+      /`instances`/,
+    );
+    // 200 instances × 1 token = 200 > 0.1 × 100.
+    expect(
+      () => new TieredLimiter({ ...base, failurePolicy: 'open', instances: 200, coldStart: optimistic }),
+    ).toThrow(/coldStart\.credit.*0\.1 × capacity/);
+    expect(
+      () =>
+        new TieredLimiter({
+          ...base,
+          failurePolicy: 'open',
+          instances: 5,
+          coldStart: { mode: 'optimistic', credit: 2, spacingMs: 10 },
+        }),
+    ).toThrow(/coldStart\.spacingMs.*at least/);
+  });
+
+  it('admits a key it has no state for at once, and charges it to the store in the same tick', async () => {
+    const clock = new FakeClock(0);
+    const memory = new MemoryStore({ clock });
+    const store = new CountingStore(memory);
+    const l = limiter(store, clock, {
+      instances: 2,
+      failurePolicy: 'open',
+      sync: false,
+      coldStart: { mode: 'optimistic', credit: 2 },
+    });
+    const first = l.tryConsume('new', 2);
+    expect(first).toMatchObject({ allowed: true, tier: 'local' });
+    await settle();
+    expect(store.ops).toEqual([expect.objectContaining({ key: 'new', debit: 2 })]);
+    expect((await memory.apply({ key: 'new', limits: l.limits })).remaining).toBe(98);
+    // The key has state now: the next request goes the exact way.
+    expect(l.tryConsume('new')).toBeUndefined();
+    expect(l.stats().tokensOptimistic).toBe(2);
+  });
+
+  it('keeps C + r·W + N·c·(1 + ⌊W/S⌋) with cold keys arriving across the fleet', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({
+            instance: fc.integer({ min: 0, max: 1 }),
+            key: fc.integer({ min: 0, max: 3 }),
+            advanceMs: fc.oneof(
+              fc.constant(0),
+              fc.integer({ min: 1, max: 50 }),
+              fc.integer({ min: 300, max: 3000 }),
+            ),
+          }),
+          { minLength: 1, maxLength: 80 },
+        ),
+        async (steps) => {
+          const clock = new FakeClock(0);
+          const store = new MemoryStore({ clock });
+          const capacity = 20;
+          const rate = 5;
+          const coldStart = { mode: 'optimistic' as const, credit: 1 };
+          const options = {
+            limits: defineLimit({ capacity, refillPerSecond: rate }),
+            instances: 2,
+            sync: false as const,
+            coldStart,
+          };
+          const fleet = [limiter(store, clock, options), limiter(store, clock, options)];
+          const spacingMs = 1000; // max(lease 1 s, N·c ÷ r = 400 ms)
+          const admitted = new Map<number, { atMs: number; cost: number }[]>();
+          for (const s of steps) {
+            const d = await request(fleet[s.instance]!, `k${s.key}`);
+            if (d.allowed)
+              admitted.set(s.key, [...(admitted.get(s.key) ?? []), { atMs: clock.now(), cost: 1 }]);
+            await settle();
+            clock.advance(s.advanceMs);
+          }
+          for (const stamps of admitted.values()) {
+            // The pure bound plus N·c per spacing the window touches.
+            const sorted = stamps.map((a) => a.atMs).sort((a, b) => a - b);
+            for (let i = 0; i < sorted.length; i++) {
+              for (let j = i; j < sorted.length; j++) {
+                const w = sorted[j]! - sorted[i]!;
+                const bound = capacity + (rate * w) / 1000 + 2 * 1 * (1 + Math.floor(w / spacingMs));
+                expect(j - i + 1).toBeLessThanOrEqual(bound + 1e-9);
+              }
+            }
+          }
+          await Promise.all(fleet.map((l) => l.close()));
+        },
+      ),
+      { numRuns: 100 },
+    );
+  });
+});
