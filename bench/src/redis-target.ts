@@ -1,8 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { recommendedRedisOptions } from '@tiered-limiter/redis';
-import { type RedisServer, startRedis, whenReady } from '@tiered-limiter/test-harness';
+import {
+  type CommandStats,
+  type RedisServer,
+  readCommandStats,
+  startRedis,
+  whenReady,
+} from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
-import { type CommandCalls, readCommandCalls } from './commandstats.js';
 
 /** The Redis every row of one run uses, and what the run put in it. */
 export interface BenchRedis {
@@ -16,8 +21,8 @@ export interface BenchRedis {
   readonly prefix: string;
   /** A new connected client with `recommendedRedisOptions`, disconnected by `stop()` if not before. */
   client(): Promise<Redis>;
-  /** Redis's own per-command call counters, read through the admin connection. */
-  commandCalls(): Promise<CommandCalls>;
+  /** Redis's own per-command counters (`INFO commandstats`), read through the admin connection. */
+  commandStats(): Promise<CommandStats>;
   /** Deletes this run's keys (SCAN MATCH prefix*, UNLINK); resolves to how many. */
   cleanup(): Promise<number>;
   /** Disconnects every client, and stops the server if this run started it. */
@@ -74,7 +79,7 @@ export async function openRedis(): Promise<BenchRedis> {
       await whenReady(client);
       return client;
     },
-    commandCalls: () => readCommandCalls(admin),
+    commandStats: () => readCommandStats(admin),
     async cleanup() {
       let deleted = 0;
       let cursor = '0';
