@@ -89,15 +89,19 @@ afterAll(() => {
   if (out) rmSync(out, { recursive: true, force: true });
 });
 
+/** Each of `fields` of `object` (a row, or a part of it named `part`) is a finite number. */
+function expectFinite(name: string, object: Record<string, unknown>, fields: readonly string[], part = '') {
+  for (const field of fields)
+    expect(finite(object[field]), `${name}: ${part}${field} = ${object[field]}`).toBe(true);
+}
+
 /** Every decision of a row is admitted, denied, or the failure policy's, and health was measured. */
 function expectAccounted(row: Row) {
   const sum = (row.allowed as number) + (row.denied as number) + policyTotal(row);
   expect(sum, `${row.name}: allowed + denied + policy`).toBe(row.decisions);
   expect(row.decisions as number, row.name).toBeGreaterThan(0);
   const health = row.health as Record<string, unknown>;
-  for (const field of ['loopDelayP99Ms', 'loopDelayMaxMs']) {
-    expect(finite(health[field]), `${row.name}: health.${field}`).toBe(true);
-  }
+  expectFinite(row.name, health, ['loopDelayP99Ms', 'loopDelayMaxMs'], 'health.');
   expect(typeof health.redisHealthy, `${row.name}: health.redisHealthy`).toBe('boolean');
 }
 
@@ -114,9 +118,7 @@ describe('pnpm bench --quick', () => {
     const byName = new Map(results.rows.micro.map((row) => [row.name, row]));
     expect([...byName.keys()]).toEqual(MICRO);
     for (const [name, row] of byName) {
-      for (const field of ['nsPerOp', 'p99NsPerOp', 'opsPerSecond', 'clockReads']) {
-        expect(finite(row[field]), `${name}: ${field} = ${row[field]}`).toBe(true);
-      }
+      expectFinite(name, row, ['nsPerOp', 'p99NsPerOp', 'opsPerSecond', 'clockReads']);
       const decides = /Limiter|RateLimiterMemory/.test(name);
       expect(finite(row.allowed), `${name}: allowed`).toBe(decides);
     }
@@ -129,9 +131,7 @@ describe('pnpm bench --quick', () => {
     const byName = new Map(results.rows.throughput.map((row) => [row.name, row]));
     expect([...byName.keys()].sort()).toEqual([...ON_REDIS].sort());
     for (const [name, row] of byName) {
-      for (const field of ['opsPerSecond', 'p50Ns', 'p99Ns', 'roundTripsPer1000']) {
-        expect(finite(row[field]), `${name}: ${field} = ${row[field]}`).toBe(true);
-      }
+      expectFinite(name, row, ['opsPerSecond', 'p50Ns', 'p99Ns', 'roundTripsPer1000']);
       expectAccounted(row);
       const silent = name.startsWith('RateLimiterRedis') || name.startsWith('baseline');
       expect(row.policy === null, `${name}: policy shown`).toBe(silent);
@@ -146,14 +146,15 @@ describe('pnpm bench --quick', () => {
     expect(results.rows.accuracy.map((row) => row.name)).toEqual(ACCURACY);
     for (const row of results.rows.accuracy) {
       expectAccounted(row);
-      for (const field of ['ideal', 'allowedOfIdeal', 'roundTripsPer1000']) {
-        expect(finite(row[field]), `${row.name}: ${field} = ${row[field]}`).toBe(true);
-      }
+      expectFinite(row.name, row, ['ideal', 'allowedOfIdeal', 'roundTripsPer1000']);
       if (row.limiter === 'RateLimiterRedis') continue;
       const window = row.window as Record<string, unknown>;
-      for (const field of ['admitted', 'windowMs', 'bound', 'excess', 'maxIn1s', 'boundFor1s']) {
-        expect(finite(window[field]), `${row.name}: window.${field}`).toBe(true);
-      }
+      expectFinite(
+        row.name,
+        window,
+        ['admitted', 'windowMs', 'bound', 'excess', 'maxIn1s', 'boundFor1s'],
+        'window.',
+      );
     }
   });
 
@@ -161,9 +162,7 @@ describe('pnpm bench --quick', () => {
     expect(results.rows.fleet.map((row) => row.name)).toEqual(FLEET);
     for (const row of results.rows.fleet) {
       expectAccounted(row);
-      for (const field of ['redisCallsPerSecond', 'roundTripsPer1000', 'p99Ns']) {
-        expect(finite(row[field]), `${row.name}: ${field} = ${row[field]}`).toBe(true);
-      }
+      expectFinite(row.name, row, ['redisCallsPerSecond', 'roundTripsPer1000', 'p99Ns']);
     }
   });
 

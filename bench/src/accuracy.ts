@@ -6,8 +6,9 @@ import {
   tokenBucketBound,
   worstWindow,
 } from '@tiered-limiter/test-harness';
+import { type Accounted, columns, decisionWords } from './columns.js';
 import { count, percent, small } from './format.js';
-import { type Health, loopCell, POLICY_NOTE, type PolicyCount, policyCell, watchHealth } from './health.js';
+import { loopCell, POLICY_NOTE, watchHealth } from './health.js';
 import { BITES_200, peerLimitOf } from './limits.js';
 import type { BenchSettings, Column, RunContext, Section } from './section.js';
 
@@ -38,18 +39,13 @@ export interface WindowReport {
   readonly boundFor1s: number;
 }
 
-export interface AccuracyRow {
+/** `health` is this process's (Redis probed); the workers' loop delay is `workerLoopDelay`. */
+export interface AccuracyRow extends Accounted {
   readonly name: string;
   readonly limiter: string;
   readonly processes: number;
   readonly durationMs: number;
   readonly decisions: number;
-  /** Admitted and denied by the limit; the failure policy's decisions apart. */
-  readonly allowed: number;
-  readonly denied: number;
-  readonly policy: PolicyCount | null;
-  /** This process's health (Redis probed); the workers' loop delay is `workerLoopDelay`. */
-  readonly health: Health;
   /** The worst p99 and max event-loop delay among the workers, ms. */
   readonly workerLoopDelay: { readonly loopDelayP99Ms: number; readonly loopDelayMaxMs: number };
   /** What the limit should admit in the run: the token bucket's, or for rate-limiter-flexible its windows'. */
@@ -171,17 +167,14 @@ function windowCells(row: AccuracyRow): [string, string] {
 }
 
 const COLUMNS: readonly Column<AccuracyRow>[] = [
-  { title: 'task', cell: (r) => r.name },
   { title: 'decisions', cell: (r) => count(r.decisions) },
-  { title: 'allowed', cell: (r) => count(r.allowed) },
-  { title: 'denied', cell: (r) => count(r.denied) },
-  { title: 'policy', cell: (r) => policyCell(r.policy, r.health) },
+  ...columns.decisions<AccuracyRow>(),
   { title: 'ideal', cell: (r) => count(r.ideal) },
   { title: 'allowed / ideal', cell: (r) => percent(r.allowedOfIdeal) },
-  { title: 'Redis RT / 1,000', cell: (r) => small(r.roundTripsPer1000) },
+  columns.roundTrips<AccuracyRow>(),
   { title: 'busiest window', cell: (r) => windowCells(r)[0] },
   { title: 'most in 1 s', cell: (r) => windowCells(r)[1] },
-  { title: 'loop p99 / max (workers)', cell: (r) => loopCell(r.workerLoopDelay) },
+  columns.loop<AccuracyRow>('loop p99 / max (workers)', (r) => r.workerLoopDelay),
 ];
 
 export const accuracySection: Section<AccuracyTask, AccuracyRow> = {
@@ -191,8 +184,8 @@ export const accuracySection: Section<AccuracyTask, AccuracyRow> = {
   tasks: (s) => accuracyTasks(s.processes),
   measure: measureAccuracy,
   progress: (row) =>
-    `${row.name}: allowed ${count(row.allowed)} of ideal ${count(row.ideal)}, denied ${count(row.denied)}, ` +
-    `policy ${policyCell(row.policy, row.health)}, ${small(row.roundTripsPer1000)} Redis RT per 1,000, ` +
+    `${row.name}: ${decisionWords(row)}, ideal ${count(row.ideal)}, ` +
+    `${small(row.roundTripsPer1000)} Redis RT per 1,000, ` +
     `workers' loop ${loopCell(row.workerLoopDelay)}`,
   columns: COLUMNS,
   notes: (s: BenchSettings) => [

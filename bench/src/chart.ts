@@ -13,10 +13,8 @@ const SERIES: Record<string, string> = {
   TieredLimiter: '#e15759',
   RateLimiterRedis: '#59a14f',
 };
-const WIDTH = 900;
-const LABEL_W = 260;
-const PLOT_W = 480;
-const BAR_H = 14;
+/** Widths of the picture, of the labels left of the bars, and of the longest bar; a bar's height. */
+const [WIDTH, LABEL_W, PLOT_W, BAR_H] = [900, 260, 480, 14];
 
 interface Bar {
   readonly series: string;

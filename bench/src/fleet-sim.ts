@@ -3,8 +3,9 @@ import { type Decision, defineLimit } from '@tiered-limiter/core';
 import { createRedisLimiter, createTieredLimiter } from '@tiered-limiter/redis';
 import { commandDelta } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
-import { count, duration, small } from './format.js';
-import { type Health, loopCell, POLICY_NOTE, type PolicyCount, policyCell, watchHealth } from './health.js';
+import { type Accounted, columns, decisionWords } from './columns.js';
+import { count } from './format.js';
+import { loopCell, POLICY_NOTE, watchHealth } from './health.js';
 import { newHistogram, outcomeOf } from './loop.js';
 import type { BenchSettings, Column, RunContext, Section } from './section.js';
 
@@ -37,7 +38,8 @@ export function fleetTasks(): FleetTask[] {
   );
 }
 
-export interface FleetRow {
+/** `policy`: decisions of `open` (store timeouts, default 20 ms), in the counted time. */
+export interface FleetRow extends Accounted {
   readonly name: string;
   readonly limiter: string;
   readonly instances: number;
@@ -45,12 +47,6 @@ export interface FleetRow {
   readonly targetRate: number;
   readonly measuredMs: number;
   readonly decisions: number;
-  /** Admitted and denied by the limit, in the counted time; the failure policy's decisions apart. */
-  readonly allowed: number;
-  readonly denied: number;
-  /** Decisions of the failure policy (`open`: store timeouts, default 20 ms), in the counted time. */
-  readonly policy: PolicyCount;
-  readonly health: Health;
   /** Due requests not sent because `MAX_PENDING` were waiting already. */
   readonly skipped: number;
   /** TieredLimiter: its own count of refills (`reserve`) and refunds over the counted time, when its stats say. */
@@ -221,17 +217,13 @@ export async function measureFleet(task: FleetTask, context: RunContext): Promis
 }
 
 const COLUMNS: readonly Column<FleetRow>[] = [
-  { title: 'task', cell: (r) => r.name },
   { title: 'decisions/s', cell: (r) => count((r.decisions * 1000) / r.measuredMs) },
-  { title: 'allowed', cell: (r) => count(r.allowed) },
-  { title: 'denied', cell: (r) => count(r.denied) },
-  { title: 'policy', cell: (r) => policyCell(r.policy, r.health) },
+  ...columns.decisions<FleetRow>(),
   { title: 'Redis calls/s', cell: (r) => count(r.redisCallsPerSecond) },
-  { title: 'Redis RT / 1,000', cell: (r) => small(r.roundTripsPer1000) },
-  { title: 'p50', cell: (r) => duration(r.p50Ns) },
-  { title: 'p99', cell: (r) => duration(r.p99Ns) },
+  columns.roundTrips<FleetRow>(),
+  ...columns.latency<FleetRow>(),
   { title: 'skipped', cell: (r) => count(r.skipped) },
-  { title: 'loop p99 / max', cell: (r) => loopCell(r.health) },
+  columns.loop<FleetRow>(),
 ];
 
 export const fleetSection: Section<FleetTask, FleetRow> = {
@@ -241,8 +233,7 @@ export const fleetSection: Section<FleetTask, FleetRow> = {
   tasks: () => fleetTasks(),
   measure: measureFleet,
   progress: (row) =>
-    `${row.name}: ${count(row.redisCallsPerSecond)} Redis calls/s, ${count(row.allowed)} allowed, ` +
-    `${count(row.denied)} denied, policy ${policyCell(row.policy, row.health)}, loop ${loopCell(row.health)}`,
+    `${row.name}: ${count(row.redisCallsPerSecond)} Redis calls/s, ${decisionWords(row)}, loop ${loopCell(row.health)}`,
   columns: COLUMNS,
   notes: (s: BenchSettings) => [
     `Simulated app servers in one process, each with its own ioredis connection and its own limiter (told ` +

@@ -9,7 +9,7 @@ import { count } from './format.js';
 import { microSection } from './micro.js';
 import { type BenchRedis, NoRedisError, openRedis } from './redis-target.js';
 import { type BenchResults, headline, machine, markdownReport, terminalReport, versions } from './results.js';
-import { type AnySection, benchSettings, type Named } from './section.js';
+import { type AnySection, benchSettings, type Named, type Task } from './section.js';
 import { throughputSection } from './throughput.js';
 
 const RESULTS_DIR = fileURLToPath(new URL('../results/', import.meta.url));
@@ -22,16 +22,13 @@ const settings = benchSettings(flags.quick, flags.processes);
 const progress = (line: string) => process.stderr.write(`${line}\n`);
 
 /** A section's tasks that `--filter` selects, with the rows they are read against. */
-function pick(section: AnySection): Named[] {
-  const all: Named[] = [...section.tasks(settings)];
+function pick(section: AnySection): Task[] {
+  const all: Task[] = [...section.tasks(settings)];
   const { filter } = flags;
   if (filter === undefined) return all;
   const chosen = new Set(all.filter((t) => t.name.includes(filter)).map((t) => t.name));
-  for (const task of all) {
-    if (chosen.has(task.name) && !task.name.includes('baseline')) {
-      for (const name of section.companions?.(task) ?? []) chosen.add(name);
-    }
-  }
+  if (chosen.size > 0 && section.baseline !== undefined) chosen.add(section.baseline);
+  for (const task of all) if (chosen.has(task.name) && task.peer !== undefined) chosen.add(task.peer);
   return all.filter((t) => chosen.has(t.name));
 }
 

@@ -211,7 +211,6 @@ export function relateMicro(rows: MicroRow[]): void {
 const orDash = (n: number | null) => (n === null ? '—' : count(n));
 
 const COLUMNS: readonly Column<MicroRow>[] = [
-  { title: 'task', cell: (r) => r.name },
   { title: 'per op', cell: (r) => duration(r.nsPerOp) },
   { title: 'p99 per op', cell: (r) => duration(r.p99NsPerOp) },
   { title: 'ops/s', cell: (r) => count(r.opsPerSecond) },
@@ -229,10 +228,10 @@ const COLUMNS: readonly Column<MicroRow>[] = [
 export const microSection: Section<MicroTask, MicroRow> = {
   id: 'micro',
   title: 'In process (tinybench): one decision at a time, no Redis',
-  usesRedis: false,
   tasks: () => microTasks(),
-  companions: (task) => [CLOCK_BASELINE, ...(task.peer === undefined ? [] : [task.peer])],
   measure: measureMicro,
+  baseline: CLOCK_BASELINE,
+  usesRedis: false,
   progress: (row) =>
     `${row.name}: ${duration(row.nsPerOp)} per op (± ${row.rme.toFixed(1)} %)` +
     (row.allowed === null ? '' : `, ${count(row.allowed)} allowed, ${count(row.denied ?? 0)} denied`) +

@@ -125,12 +125,13 @@ function sectionTables(
   table: (header: string[], lines: string[][]) => string,
   groupTitle: (title: string) => string,
 ): string[] {
-  const header = section.columns.map((c) => c.title);
+  // Every table starts with the task's name.
+  const header = ['task', ...section.columns.map((c) => c.title)];
   return grouped(section, rows).flatMap(([group, members]) => [
     ...(group ? [groupTitle(group)] : []),
     table(
       header,
-      members.map((row) => section.columns.map((c) => c.cell(row))),
+      members.map((row) => [row.name, ...section.columns.map((c) => c.cell(row))]),
     ),
     '',
   ]);

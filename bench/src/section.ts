@@ -50,22 +50,28 @@ export interface Named {
   readonly name: string;
 }
 
+/** A task, and the row its ratio is taken against (`--filter` brings that row along). */
+export interface Task extends Named {
+  readonly peer?: string;
+}
+
 /**
  * One part of `pnpm bench`: its tasks, how to measure one, and how its rows show. A new kind of
  * row (a fleet-scale row, a Cluster row) is a new section in `main.ts`'s list; the reports,
  * `--filter` and `latest.json` take it from there.
  */
-export interface Section<T extends Named, R extends Named> {
+export interface Section<T extends Task, R extends Named> {
   /** Key of its rows in `latest.json`. */
   readonly id: string;
   readonly title: string;
   readonly usesRedis: boolean;
   tasks(settings: BenchSettings): readonly T[];
-  /** Names a chosen task brings along, so that its ratios can be read (its peer, a baseline). */
-  companions?(task: T): readonly string[];
+  /** A row every filtered run of this section keeps beside its chosen rows, so their ratios can be read. */
+  readonly baseline?: string;
   measure(task: T, context: RunContext): Promise<R>;
   /** One line on stderr once a row is measured. */
   progress(row: R): string;
+  /** The table's columns after the first, which is always the task's name. */
   readonly columns: readonly Column<R>[];
   /** Rows show in one table per group, titled by it (e.g. the limit); one table when absent. */
   group?(row: R): string;
@@ -79,7 +85,7 @@ export interface Section<T extends Named, R extends Named> {
 export type AnySection = Section<any, any>;
 
 /** Rows in their groups, in first-seen order. */
-export function grouped<R extends Named>(section: Section<Named, R>, rows: readonly R[]): [string, R[]][] {
+export function grouped<R extends Named>(section: Section<Task, R>, rows: readonly R[]): [string, R[]][] {
   const groups = new Map<string, R[]>();
   for (const row of rows) {
     const key = section.group?.(row) ?? '';

@@ -1,7 +1,8 @@
 import { commandDelta } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
+import { type Accounted, columns, decisionWords } from './columns.js';
 import { count, duration, small, times } from './format.js';
-import { type Health, loopCell, POLICY_NOTE, type PolicyCount, policyCell, watchHealth } from './health.js';
+import { loopCell, POLICY_NOTE, watchHealth } from './health.js';
 import {
   bareStore,
   noLimiter,
@@ -34,7 +35,7 @@ export interface ThroughputTask {
 }
 
 /** One measured row. Latencies in ns. */
-export interface ThroughputRow {
+export interface ThroughputRow extends Accounted {
   readonly name: string;
   readonly limiter: string;
   readonly keys: number;
@@ -49,11 +50,6 @@ export interface ThroughputRow {
   readonly p50Ns: number;
   readonly p99Ns: number;
   readonly p999Ns: number;
-  /** Admitted and denied by the limit; the failure policy's decisions apart. */
-  readonly allowed: number;
-  readonly denied: number;
-  readonly policy: PolicyCount | null;
-  readonly health: Health;
   /** Share of decisions that awaited a promise. */
   readonly awaitedShare: number;
   /** Redis round trips (script calls) during the timed loop, by `INFO commandstats`. */
@@ -206,17 +202,13 @@ function awaitedCell(share: number): string {
 }
 
 const COLUMNS: readonly Column<ThroughputRow>[] = [
-  { title: 'task', cell: (r) => r.name },
   { title: 'decisions/s', cell: (r) => count(r.opsPerSecond) },
-  { title: 'allowed', cell: (r) => count(r.allowed) },
-  { title: 'denied', cell: (r) => count(r.denied) },
-  { title: 'policy', cell: (r) => policyCell(r.policy, r.health) },
-  { title: 'p50', cell: (r) => duration(r.p50Ns) },
-  { title: 'p99', cell: (r) => duration(r.p99Ns) },
-  { title: 'Redis RT / 1,000', cell: (r) => (r.limiter === 'baseline' ? '—' : small(r.roundTripsPer1000)) },
+  ...columns.decisions<ThroughputRow>(),
+  ...columns.latency<ThroughputRow>(),
+  columns.roundTrips<ThroughputRow>((r) => r.limiter !== 'baseline'),
   { title: '× peer', cell: (r) => (r.timesPeer === null ? '—' : times(r.timesPeer)) },
   { title: 'awaited', cell: (r) => awaitedCell(r.awaitedShare) },
-  { title: 'loop p99 / max', cell: (r) => loopCell(r.health) },
+  columns.loop<ThroughputRow>(),
 ];
 
 export const throughputSection: Section<ThroughputTask, ThroughputRow> = {
@@ -224,11 +216,10 @@ export const throughputSection: Section<ThroughputTask, ThroughputRow> = {
   title: 'Throughput on Redis: many requests in flight (hand-written loop)',
   usesRedis: true,
   tasks: () => throughputTasks(),
-  companions: (task) => [LOOP_BASELINE, ...(task.peer === undefined ? [] : [task.peer])],
+  baseline: LOOP_BASELINE,
   measure: measureThroughput,
   progress: (row) =>
-    `${row.name}: ${count(row.opsPerSecond)} decisions/s (${count(row.allowed)} allowed, ${count(row.denied)} denied, ` +
-    `policy ${policyCell(row.policy, row.health)}), p99 ${duration(row.p99Ns)}, ` +
+    `${row.name}: ${count(row.opsPerSecond)} decisions/s (${decisionWords(row)}), p99 ${duration(row.p99Ns)}, ` +
     `${small(row.roundTripsPer1000)} Redis RT per 1,000, loop ${loopCell(row.health)}`,
   columns: COLUMNS,
   group: (row) => row.limitTitle,
