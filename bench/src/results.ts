@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { cpus, platform, release, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { duration, markdownTable, textTable, times } from './format.js';
+import { count, duration, markdownTable, small, textTable, times } from './format.js';
 import type { MicroRow } from './micro.js';
 import { type AnySection, type BenchSettings, grouped, type Named } from './section.js';
 import type { ThroughputRow } from './throughput.js';
@@ -73,12 +73,22 @@ export function headline(rows: Readonly<Record<string, readonly Named[]>>): stri
     if (row.limiter !== 'TieredLimiter' || row.keys !== 1 || row.timesPeer === null) continue;
     const inFlight = row.inFlight === 1 ? 'one at a time' : `${row.inFlight} in flight`;
     const peer = redisRows.find((r) => r.name === row.peer);
-    const denials = (r: ThroughputRow) =>
-      `${Math.round((100 * r.denied) / Math.max(1, r.decisions))} % denied`;
+    const counts = (r: ThroughputRow) => `${count(r.allowed)} allowed, ${count(r.denied)} denied`;
     lines.push(
       `Two-tier hot key ÷ rate-limiter-flexible, ${row.limit}${row.ceiling ? ' (never denies: the ceiling)' : ''}, ` +
         `${inFlight}: ${times(row.timesPeer)}` +
-        (row.ceiling || peer === undefined ? '' : ` (${denials(row)}; peer ${denials(peer)})`),
+        (row.ceiling || peer === undefined ? '' : ` (${counts(row)}; peer ${counts(peer)})`),
+    );
+  }
+  for (const limit of new Set(redisRows.filter((r) => r.keys > 1).map((r) => r.limit))) {
+    const of = (limiter: string) =>
+      redisRows.find((r) => r.keys > 1 && r.limit === limit && r.limiter === limiter);
+    const [tiered, request] = [of('TieredLimiter'), of('RequestLimiter')];
+    if (tiered?.timesPeer == null || request?.timesPeer == null) continue;
+    lines.push(
+      `100k keys at ${limit}, ${tiered.inFlight} in flight, ÷ rate-limiter-flexible: two-tier ${times(tiered.timesPeer)}, ` +
+        `per-request ${times(request.timesPeer)}; two-tier ${small(tiered.roundTripsPer1000)} Redis RT per 1,000 ` +
+        `(${count(tiered.allowed)} allowed, ${count(tiered.denied)} denied)`,
     );
   }
   const micro = new Map(((rows.micro ?? []) as readonly MicroRow[]).map((r) => [r.name, r]));
