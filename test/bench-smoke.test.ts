@@ -103,6 +103,9 @@ function expectAccounted(row: Row) {
   const health = row.health as Record<string, unknown>;
   expectFinite(row.name, health, ['loopDelayP99Ms', 'loopDelayMaxMs'], 'health.');
   expect(typeof health.redisHealthy, `${row.name}: health.redisHealthy`).toBe('boolean');
+  const probe = health.probe as Record<string, unknown>;
+  expect(probe.sent as number, `${row.name}: the probe PINGed`).toBeGreaterThan(0);
+  expectFinite(row.name, probe, ['p50Ms', 'p99Ms', 'maxMs'], 'health.probe.');
 }
 
 describe('pnpm bench --quick', () => {

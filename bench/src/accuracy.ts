@@ -39,7 +39,7 @@ export interface WindowReport {
   readonly boundFor1s: number;
 }
 
-/** `health` is this process's (Redis probed); the workers' loop delay is `workerLoopDelay`. */
+/** `health` is this process's (and the probe's); the workers' loop delay is `workerLoopDelay`. */
 export interface AccuracyRow extends Accounted {
   readonly name: string;
   readonly limiter: string;
@@ -93,54 +93,49 @@ export async function measureAccuracy(task: AccuracyTask, context: RunContext): 
     durationMs,
     maxDecisions: 1_000_000_000,
   };
-  const probe = await target.client();
-  try {
-    const before = await target.commandStats();
-    const watch = watchHealth(probe);
-    const reports = await runFleet(Array.from({ length: task.processes }, () => orders));
-    const health = await watch.stop();
-    const redis = commandDelta(before, await target.commandStats());
+  const before = await target.commandStats();
+  const watch = watchHealth(target.probe);
+  const reports = await runFleet(Array.from({ length: task.processes }, () => orders));
+  const health = await watch.stop();
+  const redis = commandDelta(before, await target.commandStats());
 
-    const sum = (pick: (r: (typeof reports)[number]) => number) => reports.reduce((s, r) => s + pick(r), 0);
-    const stamps = reports.flatMap((r) => r.admittedAt);
-    const decisions = sum((r) => r.decisions);
-    let ideal: number;
-    let idealRule: string;
-    if (task.tier === 'rlf') {
-      const windows = Math.ceil(durationMs / (peer.durationS * 1000));
-      ideal = peer.points * windows;
-      idealRule = `${peer.points} per ${peer.durationS} s window × ${windows} window${windows === 1 ? '' : 's'}`;
-    } else {
-      ideal = LIMIT.capacity + (LIMIT.refillPerSecond * durationMs) / 1000;
-      idealRule = `capacity ${LIMIT.capacity} + ${LIMIT.refillPerSecond}/s × ${durationMs / 1000} s`;
-    }
-    return {
-      name: task.name,
-      limiter: task.limiter,
-      processes: task.processes,
-      durationMs,
-      decisions,
-      allowed: stamps.length,
-      denied: sum((r) => r.denied),
-      policy:
-        task.tier === 'rlf'
-          ? null
-          : { allowed: sum((r) => r.fallback.allowed), denied: sum((r) => r.fallback.denied) },
-      health,
-      workerLoopDelay: {
-        loopDelayP99Ms: Math.max(...reports.map((r) => r.loopDelayMs.p99)),
-        loopDelayMaxMs: Math.max(...reports.map((r) => r.loopDelayMs.max)),
-      },
-      ideal,
-      idealRule,
-      allowedOfIdeal: stamps.length / ideal,
-      roundTrips: redis.roundTrips,
-      roundTripsPer1000: decisions === 0 ? 0 : (1000 * redis.roundTrips) / decisions,
-      window: task.tier === 'rlf' ? null : checkWindows(stamps, task.tier === 'tiered' ? LEASE_TTL_MS : 0),
-    };
-  } finally {
-    probe.disconnect();
+  const sum = (pick: (r: (typeof reports)[number]) => number) => reports.reduce((s, r) => s + pick(r), 0);
+  const stamps = reports.flatMap((r) => r.admittedAt);
+  const decisions = sum((r) => r.decisions);
+  let ideal: number;
+  let idealRule: string;
+  if (task.tier === 'rlf') {
+    const windows = Math.ceil(durationMs / (peer.durationS * 1000));
+    ideal = peer.points * windows;
+    idealRule = `${peer.points} per ${peer.durationS} s window × ${windows} window${windows === 1 ? '' : 's'}`;
+  } else {
+    ideal = LIMIT.capacity + (LIMIT.refillPerSecond * durationMs) / 1000;
+    idealRule = `capacity ${LIMIT.capacity} + ${LIMIT.refillPerSecond}/s × ${durationMs / 1000} s`;
   }
+  return {
+    name: task.name,
+    limiter: task.limiter,
+    processes: task.processes,
+    durationMs,
+    decisions,
+    allowed: stamps.length,
+    denied: sum((r) => r.denied),
+    policy:
+      task.tier === 'rlf'
+        ? null
+        : { allowed: sum((r) => r.fallback.allowed), denied: sum((r) => r.fallback.denied) },
+    health,
+    workerLoopDelay: {
+      loopDelayP99Ms: Math.max(...reports.map((r) => r.loopDelayMs.p99)),
+      loopDelayMaxMs: Math.max(...reports.map((r) => r.loopDelayMs.max)),
+    },
+    ideal,
+    idealRule,
+    allowedOfIdeal: stamps.length / ideal,
+    roundTrips: redis.roundTrips,
+    roundTripsPer1000: decisions === 0 ? 0 : (1000 * redis.roundTrips) / decisions,
+    window: task.tier === 'rlf' ? null : checkWindows(stamps, task.tier === 'tiered' ? LEASE_TTL_MS : 0),
+  };
 }
 
 /** The busiest window against `capacity + rate × (W + extraMs)`, widened by the stamps' lag. */
@@ -175,6 +170,7 @@ const COLUMNS: readonly Column<AccuracyRow>[] = [
   { title: 'busiest window', cell: (r) => windowCells(r)[0] },
   { title: 'most in 1 s', cell: (r) => windowCells(r)[1] },
   columns.loop<AccuracyRow>('loop p99 / max (workers)', (r) => r.workerLoopDelay),
+  columns.probe<AccuracyRow>(),
 ];
 
 export const accuracySection: Section<AccuracyTask, AccuracyRow> = {

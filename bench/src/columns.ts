@@ -52,10 +52,19 @@ function loopColumn<R extends Accounted>(
   return { title, cell: (r) => loopCell(of(r)) };
 }
 
+/** The PING p99 of another client, in another process, while the row ran: what others' latency became. */
+function probeColumn<R extends Accounted>(): Column<R> {
+  return {
+    title: 'other client p99',
+    cell: (r) => (r.health.probe === null ? '—' : duration(r.health.probe.p99Ms * 1e6)),
+  };
+}
+
 /** The shared columns: `...columns.decisions<Row>()`, `columns.loop<Row>()`. */
 export const columns = {
   decisions: decisionColumns,
   latency: latencyColumns,
   roundTrips: roundTripColumn,
   loop: loopColumn,
+  probe: probeColumn,
 };

@@ -92,7 +92,6 @@ export async function measureFleet(task: FleetTask, context: RunContext): Promis
   if (target === undefined) throw new Error('fleet rows need Redis');
   const { instances, tier } = task;
   const fleet: Instance[] = [];
-  const probe = await target.client();
   try {
     const clients = await Promise.all(Array.from({ length: instances }, () => target.client()));
     for (const client of clients) {
@@ -152,7 +151,7 @@ export async function measureFleet(task: FleetTask, context: RunContext): Promis
     };
     let before = await target.commandStats();
     let leaseBefore = leaseCalls();
-    let watch = watchHealth(probe);
+    let watch = watchHealth(target.probe);
     const start = performance.now();
     let measuredFrom = start;
     let issued = 0;
@@ -160,7 +159,7 @@ export async function measureFleet(task: FleetTask, context: RunContext): Promis
       const now = performance.now();
       if (!measuring && now - start >= settings.fleetWarmupMs) {
         await watch.stop();
-        watch = watchHealth(probe);
+        watch = watchHealth(target.probe);
         before = await target.commandStats();
         leaseBefore = leaseCalls();
         measuring = true;
@@ -212,7 +211,6 @@ export async function measureFleet(task: FleetTask, context: RunContext): Promis
   } finally {
     await Promise.all(fleet.map((instance) => instance.close()));
     for (const instance of fleet) instance.client.disconnect();
-    probe.disconnect();
   }
 }
 
@@ -224,6 +222,7 @@ const COLUMNS: readonly Column<FleetRow>[] = [
   ...columns.latency<FleetRow>(),
   { title: 'skipped', cell: (r) => count(r.skipped) },
   columns.loop<FleetRow>(),
+  columns.probe<FleetRow>(),
 ];
 
 export const fleetSection: Section<FleetTask, FleetRow> = {

@@ -1,5 +1,6 @@
+import { type ChildProcess, fork } from 'node:child_process';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import type { Redis } from 'ioredis';
+import { fileURLToPath } from 'node:url';
 
 /**
  * What the machine and Redis were like while a row ran. A failure-policy decision while Redis
@@ -9,54 +10,89 @@ import type { Redis } from 'ioredis';
 export interface Health {
   /** Every probe PING answered, without error, within `PROBE_TIMEOUT_MS`; null when not probed. */
   readonly redisHealthy: boolean | null;
-  /** PINGs sent, and how many failed or were late. */
-  readonly probes: number;
-  readonly probesFailed: number;
+  /** What the probe, another client in another process, saw: PINGs sent, failed or late, latency. */
+  readonly probe: ProbeReport | null;
   /** Event-loop delay of this process (`monitorEventLoopDelay`, 10 ms resolution), in ms. */
   readonly loopDelayP99Ms: number;
   readonly loopDelayMaxMs: number;
 }
 
-export const PROBE_EVERY_MS = 50;
-/** A PING unanswered this long counts as Redis not healthy: far past any loop stall seen here. */
-export const PROBE_TIMEOUT_MS = 1000;
+export interface ProbeReport {
+  readonly sent: number;
+  readonly failed: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+}
 
-/** Watches the event loop, and Redis through `probe` (a client of its own) when given, until `stop()`. */
-export function watchHealth(probe: Redis | undefined): { stop(): Promise<Health> } {
+export const PROBE_EVERY_MS = 50;
+/** A PING unanswered this long counts as Redis not healthy. */
+export const PROBE_TIMEOUT_MS = 1000;
+const PROBE_WORKER = fileURLToPath(new URL('./probe-worker.mjs', import.meta.url));
+
+type ProbeMessage = { readonly type: 'ready' } | { readonly type: 'report'; readonly report: ProbeReport };
+
+/**
+ * An independent Redis client in a process of its own (`probe-worker.mjs`): neither its verdict
+ * nor its latencies depend on the bench's event loop, so it tells a slow Redis from a stalled
+ * bench, and its PING latency is what another user of the server sees meanwhile.
+ */
+export class Probe {
+  readonly #child: ChildProcess;
+
+  private constructor(child: ChildProcess) {
+    this.#child = child;
+  }
+
+  static async start(url: string): Promise<Probe> {
+    const options = { url, everyMs: PROBE_EVERY_MS, timeoutMs: PROBE_TIMEOUT_MS };
+    const child = fork(PROBE_WORKER, [JSON.stringify(options)], { execArgv: [], stdio: 'inherit' });
+    const probe = new Probe(child);
+    await probe.#next('ready');
+    return probe;
+  }
+
+  #next<T extends ProbeMessage['type']>(type: T): Promise<Extract<ProbeMessage, { type: T }>> {
+    return new Promise((resolve, reject) => {
+      const onExit = (code: number | null) => reject(new Error(`the Redis probe exited (${code})`));
+      const onMessage = (message: ProbeMessage) => {
+        if (message.type !== type) return;
+        this.#child.off('message', onMessage).off('exit', onExit);
+        resolve(message as Extract<ProbeMessage, { type: T }>);
+      };
+      this.#child.on('message', onMessage).once('exit', onExit);
+    });
+  }
+
+  /** Starts a window; its `stop()` resolves what the probe saw in it. */
+  window(): { stop(): Promise<ProbeReport> } {
+    this.#child.send({ type: 'start' });
+    return {
+      stop: async () => {
+        const report = this.#next('report');
+        this.#child.send({ type: 'stop' });
+        return (await report).report;
+      },
+    };
+  }
+
+  close(): void {
+    if (this.#child.connected) this.#child.disconnect();
+  }
+}
+
+/** Watches the event loop, and Redis through `probe` when given, until `stop()`. */
+export function watchHealth(probe: Probe | undefined): { stop(): Promise<Health> } {
   const loop = monitorEventLoopDelay({ resolution: 10 });
   loop.enable();
-  let probes = 0;
-  let probesFailed = 0;
-  const pending = new Set<Promise<void>>();
-  const ping = () => {
-    probes++;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('late')), PROBE_TIMEOUT_MS);
-    });
-    const done: Promise<void> = Promise.race([probe!.ping(), late])
-      .then(
-        () => {},
-        () => {
-          probesFailed++;
-        },
-      )
-      .finally(() => {
-        clearTimeout(timer);
-        pending.delete(done);
-      });
-    pending.add(done);
-  };
-  const interval = probe === undefined ? undefined : setInterval(ping, PROBE_EVERY_MS);
+  const window = probe?.window();
   return {
     async stop() {
-      clearInterval(interval);
-      await Promise.all(pending);
       loop.disable();
+      const report = window === undefined ? null : await window.stop();
       return {
-        redisHealthy: probe === undefined ? null : probes > 0 && probesFailed === 0,
-        probes,
-        probesFailed,
+        redisHealthy: report === null ? null : report.sent > 0 && report.failed === 0,
+        probe: report,
         loopDelayP99Ms: loop.percentile(99) / 1e6,
         loopDelayMaxMs: loop.max / 1e6,
       };
@@ -88,6 +124,8 @@ export function loopCell(health: Pick<Health, 'loopDelayP99Ms' | 'loopDelayMaxMs
 export const POLICY_NOTE =
   '**policy**: decisions made by the failure policy (a store call failed or timed out), not by the limit: ' +
   'counted apart, never as admitted or denied by the limit. **⚠**: policy decisions while Redis answered ' +
-  `every probe (a PING every ${PROBE_EVERY_MS} ms from a client of its own): the timeout fired because this ` +
-  "process's own event loop stalled, as **loop p99 / max** (`monitorEventLoopDelay`) shows. `—`: the limiter " +
+  `every probe (a PING every ${PROBE_EVERY_MS} ms from a client in a process of its own, late past ` +
+  `${PROBE_TIMEOUT_MS} ms counted as failed): the timeout fired because the deciding process's own event loop ` +
+  "stalled, as **loop p99 / max** (`monitorEventLoopDelay`) shows. **other client p99**: that probe's PING " +
+  'latency, what another user of the server saw meanwhile. `—`: the limiter ' +
   "cannot tell (rate-limiter-flexible's insurance limiter decides silently).";

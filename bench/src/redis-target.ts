@@ -8,6 +8,7 @@ import {
   whenReady,
 } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
+import { Probe } from './health.js';
 
 /** The Redis every row of one run uses, and what the run put in it. */
 export interface BenchRedis {
@@ -21,6 +22,8 @@ export interface BenchRedis {
   readonly prefix: string;
   /** A new connected client with `recommendedRedisOptions`, disconnected by `stop()` if not before. */
   client(): Promise<Redis>;
+  /** An independent client in a process of its own, watching Redis while rows run. */
+  readonly probe: Probe;
   /** Redis's own per-command counters (`INFO commandstats`), read through the admin connection. */
   commandStats(): Promise<CommandStats>;
   /** Deletes this run's keys (SCAN MATCH prefix*, UNLINK); resolves to how many. */
@@ -65,12 +68,14 @@ export async function openRedis(): Promise<BenchRedis> {
   const version = /^redis_version:(\S+)/m.exec(await admin.info('server'))?.[1] ?? 'unknown';
   const prefix = `tlbench-${process.pid.toString(36)}-${randomBytes(3).toString('hex')}`;
   const clients = new Set<Redis>();
+  const probe = await Probe.start(server.url);
 
   return {
     url: server.url,
     source: server.source,
     version,
     prefix,
+    probe,
     description: describe(server, version, prefix),
     async client() {
       const client = server.client({ ...recommendedRedisOptions, lazyConnect: true });
@@ -91,6 +96,7 @@ export async function openRedis(): Promise<BenchRedis> {
       return deleted;
     },
     async stop() {
+      probe.close();
       for (const client of clients) client.disconnect();
       admin.disconnect();
       await server.stop();

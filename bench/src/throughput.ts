@@ -145,13 +145,12 @@ export async function measureThroughput(task: ThroughputTask, context: RunContex
   manyKeys ??= Array.from({ length: MANY_KEYS }, (_, i) => `user:${i}`);
   const keys = task.keys === 'hot' ? ['user:1'] : manyKeys;
   const client = await target.client();
-  const probe = await target.client();
   const subject = task.make(client, context.prefix);
   try {
     (globalThis as { gc?: () => void }).gc?.();
     const warm = await runLoop(subject.decider, keys, task.inFlight, warmupBounds(task, settings));
     const before = await target.commandStats();
-    const watch = watchHealth(probe);
+    const watch = watchHealth(target.probe);
     const bounds = { maxMs: settings.measureMs, maxDecisions: settings.maxDecisions };
     const result = await runLoop(subject.decider, keys, task.inFlight, bounds, warm.cursor);
     const health = await watch.stop();
@@ -188,7 +187,6 @@ export async function measureThroughput(task: ThroughputTask, context: RunContex
   } finally {
     await subject.close();
     client.disconnect();
-    probe.disconnect();
   }
 }
 
@@ -216,6 +214,7 @@ const COLUMNS: readonly Column<ThroughputRow>[] = [
   { title: '× peer', cell: (r) => (r.timesPeer === null ? '—' : times(r.timesPeer)) },
   { title: 'awaited', cell: (r) => awaitedCell(r.awaitedShare) },
   columns.loop<ThroughputRow>(),
+  columns.probe<ThroughputRow>(),
 ];
 
 export const throughputSection: Section<ThroughputTask, ThroughputRow> = {
