@@ -30,6 +30,11 @@ export const PROBE_EVERY_MS = 50;
 export const PROBE_TIMEOUT_MS = 1000;
 const PROBE_WORKER = fileURLToPath(new URL('./probe-worker.mjs', import.meta.url));
 
+/** Windows of a probe: `window()` starts one, its `stop()` resolves what the probe saw in it. */
+export interface ProbeWindows {
+  window(): { stop(): Promise<ProbeReport> };
+}
+
 type ProbeMessage = { readonly type: 'ready' } | { readonly type: 'report'; readonly report: ProbeReport };
 
 /**
@@ -37,7 +42,7 @@ type ProbeMessage = { readonly type: 'ready' } | { readonly type: 'report'; read
  * nor its latencies depend on the bench's event loop, so it tells a slow Redis from a stalled
  * bench, and its PING latency is what another user of the server sees meanwhile.
  */
-export class Probe {
+export class Probe implements ProbeWindows {
   readonly #child: ChildProcess;
 
   private constructor(child: ChildProcess) {
@@ -82,7 +87,7 @@ export class Probe {
 }
 
 /** Watches the event loop, and Redis through `probe` when given, until `stop()`. */
-export function watchHealth(probe: Probe | undefined): { stop(): Promise<Health> } {
+export function watchHealth(probe: ProbeWindows | undefined): { stop(): Promise<Health> } {
   const loop = monitorEventLoopDelay({ resolution: 10 });
   loop.enable();
   const window = probe?.window();

@@ -1,23 +1,19 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { accuracySection } from './accuracy.js';
 import { chartSvg } from './chart.js';
 import { parseFlags } from './flags.js';
-import { fleetSection } from './fleet-sim.js';
 import { count } from './format.js';
-import { microSection } from './micro.js';
 import { type BenchRedis, NoRedisError, openRedis } from './redis-target.js';
 import { type BenchResults, headline, machine, markdownReport, terminalReport, versions } from './results.js';
+import { measureApart } from './row-process.js';
 import { type AnySection, benchSettings, type Named, type Task } from './section.js';
-import { throughputSection } from './throughput.js';
+import { loadSections } from './sections.js';
 
 const RESULTS_DIR = fileURLToPath(new URL('../results/', import.meta.url));
 
-/** Every part of the bench, in the order it runs and reports. A new kind of row is a new entry. */
-const SECTIONS: readonly AnySection[] = [microSection, throughputSection, accuracySection, fleetSection];
-
 const flags = parseFlags();
+const SECTIONS = await loadSections();
 const settings = benchSettings(flags.quick, flags.processes);
 const progress = (line: string) => process.stderr.write(`${line}\n`);
 
@@ -65,11 +61,18 @@ async function main(): Promise<void> {
     for (const { section, tasks } of plan) {
       const measured: Named[] = [];
       rows[section.id] = measured;
-      for (const [i, task] of tasks.entries()) {
-        const prefix = `${target?.prefix ?? 'bench'}:${section.id}${i}`;
-        const row = await section.measure(task, { settings, target, prefix });
-        measured.push(row);
-        progress(`[${String(++done).padStart(String(total).length)}/${total}] ${section.progress(row)}`);
+      const named = tasks.map((task, i) => ({
+        name: task.name,
+        prefix: `${target?.prefix ?? 'bench'}:${section.id}${i}`,
+      }));
+      // A full run measures each row in a process of its own; a quick run each section in one.
+      const batches = flags.quick ? [named] : named.map((task) => [task]);
+      for (const batch of batches) {
+        const url = section.usesRedis ? target?.url : undefined;
+        await measureApart({ section: section.id, tasks: batch, settings, url }, target?.probe, (row) => {
+          measured.push(row);
+          progress(`[${String(++done).padStart(String(total).length)}/${total}] ${section.progress(row)}`);
+        });
       }
       section.finish?.(measured);
     }

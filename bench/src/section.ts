@@ -1,4 +1,4 @@
-import type { BenchRedis } from './redis-target.js';
+import type { RowRedis } from './redis-target.js';
 
 /** How long and how hard each part runs: one set for `--quick`, one for a full run. */
 export interface BenchSettings {
@@ -35,7 +35,7 @@ export function benchSettings(quick: boolean, processes: number): BenchSettings 
 export interface RunContext {
   readonly settings: BenchSettings;
   /** The run's Redis, for sections that use it. */
-  readonly target: BenchRedis | undefined;
+  readonly target: RowRedis | undefined;
   /** A key prefix of this task's own, under the run's prefix. */
   readonly prefix: string;
 }
