@@ -192,5 +192,10 @@ describe('pnpm bench --quick', () => {
     const svg = readFileSync(join(out, 'latest.svg'), 'utf8');
     expect(svg.startsWith('<svg')).toBe(true);
     expect(svg.trimEnd().endsWith('</svg>')).toBe(true);
+    // A repeated attribute makes the whole picture invalid XML: browsers then show nothing.
+    for (const [tag, attributes] of svg.matchAll(/<[a-z]+ ([^>]*)>/g)) {
+      const names = [...attributes!.matchAll(/([a-z-]+)=/g)].map((m) => m[1]);
+      expect(new Set(names).size, tag).toBe(names.length);
+    }
   });
 });

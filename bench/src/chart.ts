@@ -29,8 +29,8 @@ interface Panel {
 }
 
 const esc = (text: string) => text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
-const text = (x: number, y: number, body: string, extra = '') =>
-  `<text x='${x}' y='${y}' font-size='12'${extra}>${esc(body)}</text>`;
+const text = (x: number, y: number, body: string, size = 12, extra = '') =>
+  `<text x='${x.toFixed(1)}' y='${y}' font-size='${size}'${extra}>${esc(body)}</text>`;
 
 function drawPanel(panel: Panel, top: number): { svg: string[]; bottom: number } {
   const values = panel.groups.flatMap((g) => g.bars.map((b) => b.value)).filter((v) => v > 0);
@@ -39,18 +39,18 @@ function drawPanel(panel: Panel, top: number): { svg: string[]; bottom: number }
   const scale = panel.log
     ? (v: number) => (Math.log10(v / min) + 0.3) / (Math.log10(max / min) + 0.3)
     : (v: number) => v / max;
-  const svg = [text(16, top + 18, panel.title, " font-weight='bold' font-size='15'")];
+  const svg = [text(16, top + 18, panel.title, 15, " font-weight='bold'")];
   let y = top + 32;
   for (const group of panel.groups) {
     svg.push(
-      text(LABEL_W - 8, y + group.bars.length * (BAR_H + 2) * 0.5 + 4, group.label, " text-anchor='end'"),
+      text(LABEL_W - 8, y + group.bars.length * (BAR_H + 2) * 0.5 + 4, group.label, 12, " text-anchor='end'"),
     );
     for (const bar of group.bars) {
       const w = bar.value > 0 ? Math.max(2, scale(bar.value) * PLOT_W) : 0;
       svg.push(
         `<rect x='${LABEL_W}' y='${y}' width='${w.toFixed(1)}' height='${BAR_H}' fill='${SERIES[bar.series] ?? '#999'}'/>`,
       );
-      svg.push(text(LABEL_W + w + 6, y + BAR_H - 3, bar.text, " font-size='11'"));
+      svg.push(text(LABEL_W + w + 6, y + BAR_H - 3, bar.text, 11));
       y += BAR_H + 2;
     }
     y += 10;
@@ -103,7 +103,13 @@ export function chartSvg(results: BenchResults): string {
   ]);
   const about = `Node ${results.machine.node} · Redis ${results.redis?.version ?? '—'} · ${results.machine.cpus} CPUs`;
   svg.push(
-    text(WIDTH - 16, 22, `${about}${results.quick ? ' · quick run' : ''}`, " text-anchor='end' fill='#555'"),
+    text(
+      WIDTH - 16,
+      22,
+      `${about}${results.quick ? ' · quick run' : ''}`,
+      12,
+      " text-anchor='end' fill='#555'",
+    ),
   );
   let y = 36;
   for (const panel of panels) {
