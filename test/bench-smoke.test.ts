@@ -6,26 +6,38 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-// `pnpm bench --quick` as CI runs it: it must finish and produce every row with finite numbers.
+// `pnpm bench --quick` as CI runs it: it must finish and produce every row with finite numbers,
+// and every row must account for each decision (allowed, denied by the limit, or the policy's).
 // Speeds are never asserted: on a shared CI machine they mean nothing.
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BENCH = join(ROOT, 'bench');
 const run = promisify(execFile);
 
-const IN_PROCESS = [
+const MICRO = [
   'baseline · no limiter',
-  'baseline · performance.now() alone',
-  'LocalLimiter · 1 hot key',
-  'LocalLimiter · 100k keys',
-  'RateLimiterMemory · 1 hot key',
-  'RateLimiterMemory · 100k keys',
+  'baseline · performance.now()',
+  'core · bucket step (tryTake, clock as argument) · ceiling',
+  'LocalLimiter · 1 hot key · ceiling',
+  'LocalLimiter · 1 hot key · 100 at 10/s',
+  'LocalLimiter · 100k keys · ceiling',
+  'RateLimiterMemory · 1 hot key · ceiling',
+  'RateLimiterMemory · 1 hot key · 100 at 10/s',
+  'TieredLimiter · lease hit (MemoryStore) · ceiling',
+  'keys · bucketKeys · plain key',
+  'keys · bucketKeys · escaped key',
+  'keys · bucketKeys · hashed key (200 chars)',
 ];
-const ON_REDIS = ['RedisStore.take', 'RequestLimiter', 'TieredLimiter', 'RateLimiterRedis'].flatMap(
-  (limiter) =>
-    ['1 hot key', '100k keys'].flatMap((keys) =>
-      ['', ' · 64 in flight', ' · 256 in flight'].map((inFlight) => `${limiter} · ${keys}${inFlight}`),
-    ),
-);
+const LIMITERS = ['RedisStore.take', 'RequestLimiter', 'TieredLimiter', 'RateLimiterRedis'];
+const SCENARIOS = [
+  ...['100 at 10/s', '100 at 200/s'].flatMap((l) => [`1 hot key · ${l}`, `1 hot key · ${l} · 64 in flight`]),
+  '100k keys · 1 per 10 s · 64 in flight',
+  ...['', ' · 64 in flight', ' · 256 in flight'].map((f) => `1 hot key · ceiling${f}`),
+  '100k keys · ceiling · 64 in flight',
+];
+const ON_REDIS = [
+  ...SCENARIOS.flatMap((s) => LIMITERS.map((l) => `${l} · ${s}`)),
+  'baseline · no limiter · 1 hot key · ceiling',
+];
 const ACCURACY = ['RequestLimiter', 'TieredLimiter', 'RateLimiterRedis'].map(
   (l) => `${l} · accuracy, 4 processes`,
 );
@@ -33,17 +45,25 @@ const FLEET = [10, 50, 200].flatMap((n) =>
   ['RequestLimiter', 'TieredLimiter'].map((l) => `${l} · fleet of ${n} instances`),
 );
 
+type Row = Record<string, unknown> & { name: string };
+interface Policy {
+  allowed: number;
+  denied: number;
+}
 interface Results {
   quick: boolean;
   machine: { cpus: number; node: string };
   redis: { version: string };
   versions: Record<string, string>;
-  throughput: Record<string, unknown>[];
-  accuracy: Record<string, unknown>[];
-  fleet: Record<string, unknown>[];
+  headline: string[];
+  rows: { micro: Row[]; throughput: Row[]; accuracy: Row[]; fleet: Row[] };
 }
 
 const finite = (value: unknown) => typeof value === 'number' && Number.isFinite(value);
+const policyTotal = (row: Row) => {
+  const policy = row.policy as Policy | null;
+  return policy === null ? 0 : policy.allowed + policy.denied;
+};
 
 let out: string;
 let results: Results;
@@ -60,14 +80,33 @@ beforeAll(async () => {
   const { stdout } = await run(
     process.execPath,
     ['--import', 'tsx', 'src/main.ts', '--quick', '--json', '--out', out],
-    { cwd: BENCH, timeout: 110_000, maxBuffer: 64 * 1024 * 1024 },
+    { cwd: BENCH, timeout: 230_000, maxBuffer: 64 * 1024 * 1024 },
   );
   results = JSON.parse(stdout) as Results;
-}, 120_000);
+}, 240_000);
 
 afterAll(() => {
   if (out) rmSync(out, { recursive: true, force: true });
 });
+
+/** Each of `fields` of `object` (a row, or a part of it named `part`) is a finite number. */
+function expectFinite(name: string, object: Record<string, unknown>, fields: readonly string[], part = '') {
+  for (const field of fields)
+    expect(finite(object[field]), `${name}: ${part}${field} = ${object[field]}`).toBe(true);
+}
+
+/** Every decision of a row is admitted, denied, or the failure policy's, and health was measured. */
+function expectAccounted(row: Row) {
+  const sum = (row.allowed as number) + (row.denied as number) + policyTotal(row);
+  expect(sum, `${row.name}: allowed + denied + policy`).toBe(row.decisions);
+  expect(row.decisions as number, row.name).toBeGreaterThan(0);
+  const health = row.health as Record<string, unknown>;
+  expectFinite(row.name, health, ['loopDelayP99Ms', 'loopDelayMaxMs'], 'health.');
+  expect(typeof health.redisHealthy, `${row.name}: health.redisHealthy`).toBe('boolean');
+  const probe = health.probe as Record<string, unknown>;
+  expect(probe.sent as number, `${row.name}: the probe PINGed`).toBeGreaterThan(0);
+  expectFinite(row.name, probe, ['p50Ms', 'p99Ms', 'maxMs'], 'health.probe.');
+}
 
 describe('pnpm bench --quick', () => {
   it('says what it ran on', () => {
@@ -75,54 +114,88 @@ describe('pnpm bench --quick', () => {
     expect(results.machine.cpus).toBeGreaterThan(0);
     expect(results.redis.version).toMatch(/^\d+\.\d+/);
     expect(results.versions['rate-limiter-flexible']).toMatch(/^\d+\./);
+    expect(results.versions.tinybench).toMatch(/^\d+\./);
   });
 
-  it('produces every throughput row, with finite numbers and a ratio to its peer', () => {
-    const byName = new Map(results.throughput.map((row) => [row.name as string, row]));
-    expect([...byName.keys()].sort()).toEqual([...IN_PROCESS, ...ON_REDIS].sort());
+  it('times every in-process task with tinybench, and counts what the limiters decided', () => {
+    const byName = new Map(results.rows.micro.map((row) => [row.name, row]));
+    expect([...byName.keys()]).toEqual(MICRO);
     for (const [name, row] of byName) {
-      for (const field of ['opsPerSecond', 'p50Ns', 'p99Ns', 'p999Ns', 'admittedShare']) {
-        expect(finite(row[field]), `${name}: ${field} = ${row[field]}`).toBe(true);
-      }
-      expect(row.decisions as number, name).toBeGreaterThan(0);
-      const onRedis = ON_REDIS.includes(name);
-      expect(finite(row.roundTripsPer1000), `${name}: roundTripsPer1000`).toBe(onRedis);
+      expectFinite(name, row, ['nsPerOp', 'p99NsPerOp', 'opsPerSecond', 'clockReads']);
+      const decides = /Limiter|RateLimiterMemory/.test(name);
+      expect(finite(row.allowed), `${name}: allowed`).toBe(decides);
+    }
+    expect(byName.get('LocalLimiter · 1 hot key · ceiling')!.denied).toBe(0);
+    expect(byName.get('LocalLimiter · 1 hot key · 100 at 10/s')!.denied as number).toBeGreaterThan(0);
+    expect(finite(byName.get('TieredLimiter · lease hit (MemoryStore) · ceiling')!.timesPeer)).toBe(true);
+  });
+
+  it('produces every Redis row, accounting for every decision, at limits that bite and at the ceiling', () => {
+    const byName = new Map(results.rows.throughput.map((row) => [row.name, row]));
+    expect([...byName.keys()].sort()).toEqual([...ON_REDIS].sort());
+    for (const [name, row] of byName) {
+      expectFinite(name, row, ['opsPerSecond', 'p50Ns', 'p99Ns', 'roundTripsPer1000']);
+      expectAccounted(row);
+      const silent = name.startsWith('RateLimiterRedis') || name.startsWith('baseline');
+      expect(row.policy === null, `${name}: policy shown`).toBe(silent);
       if (!name.startsWith('baseline')) expect(finite(row.timesPeer), `${name}: timesPeer`).toBe(true);
+      if (name.includes('ceiling')) expect(row.denied, `${name}: the ceiling never denies`).toBe(0);
+      // A burst of 100, then 10 or 200 a second: over 256 or more decisions of a hot key, some are denied.
+      if (name.includes('1 hot key · 100 at')) expect(row.denied as number, name).toBeGreaterThan(0);
     }
   });
 
-  it('produces every accuracy row, with the bound checked for the two-tier limiter', () => {
-    expect(results.accuracy.map((row) => row.name)).toEqual(ACCURACY);
-    for (const row of results.accuracy) {
-      for (const field of ['decisions', 'admitted', 'ideal', 'admittedOfIdeal', 'roundTripsPer1000']) {
-        expect(finite(row[field]), `${row.name}: ${field} = ${row[field]}`).toBe(true);
-      }
-    }
-    const tiered = results.accuracy.find((row) => row.limiter === 'TieredLimiter')!;
-    const window = tiered.window as Record<string, unknown>;
-    for (const field of ['admitted', 'windowMs', 'bound', 'excess', 'maxIn1s', 'boundFor1s']) {
-      expect(finite(window[field]), `window.${field}`).toBe(true);
-    }
-  });
-
-  it('produces every fleet simulation row', () => {
-    expect(results.fleet.map((row) => row.name)).toEqual(FLEET);
-    for (const row of results.fleet) {
-      for (const field of ['decisions', 'redisCallsPerSecond', 'roundTripsPer1000', 'p99Ns']) {
-        expect(finite(row[field]), `${row.name}: ${field} = ${row[field]}`).toBe(true);
-      }
+  it('produces every accuracy row, its policy decisions apart and the bound checked', () => {
+    expect(results.rows.accuracy.map((row) => row.name)).toEqual(ACCURACY);
+    for (const row of results.rows.accuracy) {
+      expectAccounted(row);
+      expectFinite(row.name, row, ['ideal', 'allowedOfIdeal', 'roundTripsPer1000']);
+      if (row.limiter === 'RateLimiterRedis') continue;
+      const window = row.window as Record<string, unknown>;
+      expectFinite(
+        row.name,
+        window,
+        ['admitted', 'windowMs', 'bound', 'excess', 'maxIn1s', 'boundFor1s'],
+        'window.',
+      );
     }
   });
 
-  it('writes the markdown, the JSON and the chart', () => {
-    const md = readFileSync(join(out, 'latest.md'), 'utf8');
-    for (const name of [...IN_PROCESS, ...ON_REDIS, ...ACCURACY, ...FLEET])
-      expect(md).toContain(`| ${name} |`);
-    expect(JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')).throughput).toHaveLength(
-      IN_PROCESS.length + ON_REDIS.length,
+  it('produces every fleet simulation row, its policy decisions apart', () => {
+    expect(results.rows.fleet.map((row) => row.name)).toEqual(FLEET);
+    for (const row of results.rows.fleet) {
+      expectAccounted(row);
+      expectFinite(row.name, row, ['redisCallsPerSecond', 'roundTripsPer1000', 'p99Ns']);
+    }
+  });
+
+  it('states the headline ratios at limits that bite, and whether the policy decided while Redis was healthy', () => {
+    expect(
+      results.headline.some((l) => l.startsWith('Two-tier hot key ÷ rate-limiter-flexible, 100 at 10/s')),
+    ).toBe(true);
+    expect(results.headline.some((l) => l.startsWith('Lease hit'))).toBe(true);
+    const marked = [...results.rows.throughput, ...results.rows.accuracy, ...results.rows.fleet].filter(
+      (row) => policyTotal(row) > 0 && (row.health as { redisHealthy: boolean }).redisHealthy,
     );
+    const last = results.headline.at(-1)!;
+    if (marked.length === 0) expect(last).toBe('No failure-policy decision while Redis was healthy.');
+    else for (const row of marked) expect(last).toContain(row.name);
+  });
+
+  it('writes the markdown, with a policy column and its ⚠ note, the JSON and the chart', () => {
+    const md = readFileSync(join(out, 'latest.md'), 'utf8');
+    for (const name of [...MICRO, ...ON_REDIS, ...ACCURACY, ...FLEET]) expect(md).toContain(`| ${name} |`);
+    expect(md).toContain('| policy |');
+    expect(md).toContain('**⚠**: policy decisions while Redis answered every probe');
+    const json = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')) as Results;
+    expect(json.rows.throughput).toHaveLength(ON_REDIS.length);
     const svg = readFileSync(join(out, 'latest.svg'), 'utf8');
     expect(svg.startsWith('<svg')).toBe(true);
     expect(svg.trimEnd().endsWith('</svg>')).toBe(true);
+    // A repeated attribute makes the whole picture invalid XML: browsers then show nothing.
+    for (const [tag, attributes] of svg.matchAll(/<[a-z]+ ([^>]*)>/g)) {
+      const names = [...attributes!.matchAll(/([a-z-]+)=/g)].map((m) => m[1]);
+      expect(new Set(names).size, tag).toBe(names.length);
+    }
   });
 });

@@ -1,32 +1,34 @@
-import { type ChildProcess, fork } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { defineLimit } from '@tiered-limiter/core';
-import { commandDelta } from './commandstats.js';
-import type { AccuracyOrders, AccuracyReport, AccuracyTier, WorkerMessage } from './fleet/protocol.js';
-import { peerLimitOf } from './limiters.js';
-import type { BenchRedis } from './redis-target.js';
+import {
+  commandDelta,
+  type FleetOrders,
+  mostInWindow,
+  runFleet,
+  tokenBucketBound,
+  worstWindow,
+} from '@tiered-limiter/test-harness';
+import { type Accounted, columns, decisionWords } from './columns.js';
+import { count, percent, small } from './format.js';
+import { loopCell, POLICY_NOTE, watchHealth } from './health.js';
+import { BITES_200, peerLimitOf } from './limits.js';
+import type { BenchSettings, Column, RunContext, Section } from './section.js';
 
-/** The shared limit the fleet saturates: the README's example. */
-export const ACCURACY_CAPACITY = 100;
-export const ACCURACY_RATE = 200;
+/** The shared limit the fleet saturates: the README's example, capacity 100 and 200 per second. */
+const LIMIT = BITES_200.spec;
 export const LEASE_TTL_MS = 1000;
 /** A stamp is `Date.now()` just after a decision: on a busy machine it may trail it by a few ms. */
 const STAMP_SLACK_MS = 20;
-const READY_TIMEOUT_MS = 30_000;
-const REPORT_GRACE_MS = 15_000;
 
-const WORKER = fileURLToPath(new URL('./fleet/accuracy-worker.ts', import.meta.url));
-const BENCH_DIR = fileURLToPath(new URL('..', import.meta.url));
+type AccuracyTier = FleetOrders['tier'];
+export interface AccuracyTask {
+  readonly name: string;
+  readonly tier: AccuracyTier;
+  readonly limiter: string;
+  readonly processes: number;
+}
 
-export const ACCURACY_TIERS: readonly { tier: AccuracyTier; limiter: string }[] = [
-  { tier: 'request', limiter: 'RequestLimiter' },
-  { tier: 'tiered', limiter: 'TieredLimiter' },
-  { tier: 'rlf', limiter: 'RateLimiterRedis' },
-];
-
-/** The busiest window of a run, against a bound `capacity + rate × (window + extraMs)`. */
-export interface WindowCheck {
-  /** Admitted in the window that came closest to (or went furthest over) the bound. Bounds include the stamps' lag. */
+/** The busiest window of a run against the bound of its mode; `null` for rate-limiter-flexible. */
+export interface WindowReport {
+  /** Admitted in the window that came closest to (or went furthest over) the bound. */
   readonly admitted: number;
   readonly windowMs: number;
   readonly bound: number;
@@ -37,194 +39,163 @@ export interface WindowCheck {
   readonly boundFor1s: number;
 }
 
-export interface AccuracyRow {
+/** `health` is this process's (and the probe's); the workers' loop delay is `workerLoopDelay`. */
+export interface AccuracyRow extends Accounted {
   readonly name: string;
   readonly limiter: string;
   readonly processes: number;
   readonly durationMs: number;
   readonly decisions: number;
-  readonly admitted: number;
+  /** The worst p99 and max event-loop delay among the workers, ms. */
+  readonly workerLoopDelay: { readonly loopDelayP99Ms: number; readonly loopDelayMaxMs: number };
   /** What the limit should admit in the run: the token bucket's, or for rate-limiter-flexible its windows'. */
   readonly ideal: number;
   readonly idealRule: string;
-  readonly admittedOfIdeal: number;
+  readonly allowedOfIdeal: number;
   /** Script calls Redis ran during the run (`INFO commandstats`). */
   readonly roundTrips: number;
   readonly roundTripsPer1000: number;
   /** TieredLimiter: against the README bound; RequestLimiter: against the global bucket alone. */
-  readonly window: WindowCheck | null;
+  readonly window: WindowReport | null;
 }
 
-export function accuracyName(limiter: string, processes: number): string {
-  return `${limiter} · accuracy, ${processes} processes`;
+const TIERS: readonly [AccuracyTier, string][] = [
+  ['request', 'RequestLimiter'],
+  ['tiered', 'TieredLimiter'],
+  ['rlf', 'RateLimiterRedis'],
+];
+
+export function accuracyTasks(processes: number): AccuracyTask[] {
+  return TIERS.map(([tier, limiter]) => ({
+    name: `${limiter} · accuracy, ${processes} processes`,
+    tier,
+    limiter,
+    processes,
+  }));
 }
 
 /** N processes, each with its own connection and limiter, hammer one key; Redis counts the commands. */
-export async function measureAccuracy(
-  target: BenchRedis,
-  prefix: string,
-  tier: AccuracyTier,
-  limiter: string,
-  processes: number,
-  durationMs: number,
-): Promise<AccuracyRow> {
-  const limit = defineLimit({ capacity: ACCURACY_CAPACITY, refillPerSecond: ACCURACY_RATE });
-  const peer = peerLimitOf(limit);
-  const orders: AccuracyOrders = {
+export async function measureAccuracy(task: AccuracyTask, context: RunContext): Promise<AccuracyRow> {
+  const { target, settings } = context;
+  if (target === undefined) throw new Error('accuracy rows need Redis');
+  const durationMs = settings.accuracyMs;
+  const peer = peerLimitOf(LIMIT);
+  const orders: FleetOrders = {
     url: target.url,
-    prefix,
-    key: 'shared',
-    tier,
-    capacity: ACCURACY_CAPACITY,
-    refillPerSecond: ACCURACY_RATE,
+    prefix: context.prefix,
+    tier: task.tier,
+    capacity: LIMIT.capacity,
+    refillPerSecond: LIMIT.refillPerSecond,
     peer,
-    instances: processes,
-    leaseTtlMs: LEASE_TTL_MS,
+    failurePolicy: 'closed',
+    instances: task.processes,
+    lease: { ttlMs: LEASE_TTL_MS },
     durationMs,
     maxDecisions: 1_000_000_000,
   };
-  const before = await target.commandCalls();
-  const reports = await runWorkers(orders, processes);
-  const redis = commandDelta(before, await target.commandCalls());
+  const before = await target.commandStats();
+  const watch = watchHealth(target.probe);
+  const reports = await runFleet(Array.from({ length: task.processes }, () => orders));
+  const health = await watch.stop();
+  const redis = commandDelta(before, await target.commandStats());
 
-  const stamps = reports.flatMap((r) => r.admittedAt).sort((a, b) => a - b);
-  const decisions = reports.reduce((sum, r) => sum + r.decisions, 0);
+  const sum = (pick: (r: (typeof reports)[number]) => number) => reports.reduce((s, r) => s + pick(r), 0);
+  const stamps = reports.flatMap((r) => r.admittedAt);
+  const decisions = sum((r) => r.decisions);
   let ideal: number;
   let idealRule: string;
-  if (tier === 'rlf') {
+  if (task.tier === 'rlf') {
     const windows = Math.ceil(durationMs / (peer.durationS * 1000));
     ideal = peer.points * windows;
     idealRule = `${peer.points} per ${peer.durationS} s window × ${windows} window${windows === 1 ? '' : 's'}`;
   } else {
-    ideal = ACCURACY_CAPACITY + (ACCURACY_RATE * durationMs) / 1000;
-    idealRule = `capacity ${ACCURACY_CAPACITY} + ${ACCURACY_RATE}/s × ${durationMs / 1000} s`;
+    ideal = LIMIT.capacity + (LIMIT.refillPerSecond * durationMs) / 1000;
+    idealRule = `capacity ${LIMIT.capacity} + ${LIMIT.refillPerSecond}/s × ${durationMs / 1000} s`;
   }
-  let window: WindowCheck | null = null;
-  if (tier === 'tiered') window = checkWindows(stamps, ACCURACY_CAPACITY, ACCURACY_RATE, LEASE_TTL_MS);
-  if (tier === 'request') window = checkWindows(stamps, ACCURACY_CAPACITY, ACCURACY_RATE, 0);
   return {
-    name: accuracyName(limiter, processes),
-    limiter,
-    processes,
+    name: task.name,
+    limiter: task.limiter,
+    processes: task.processes,
     durationMs,
     decisions,
-    admitted: stamps.length,
+    allowed: stamps.length,
+    denied: sum((r) => r.denied),
+    policy:
+      task.tier === 'rlf'
+        ? null
+        : { allowed: sum((r) => r.fallback.allowed), denied: sum((r) => r.fallback.denied) },
+    health,
+    workerLoopDelay: {
+      loopDelayP99Ms: Math.max(...reports.map((r) => r.loopDelayMs.p99)),
+      loopDelayMaxMs: Math.max(...reports.map((r) => r.loopDelayMs.max)),
+    },
     ideal,
     idealRule,
-    admittedOfIdeal: stamps.length / ideal,
+    allowedOfIdeal: stamps.length / ideal,
     roundTrips: redis.roundTrips,
     roundTripsPer1000: decisions === 0 ? 0 : (1000 * redis.roundTrips) / decisions,
-    window,
+    window: task.tier === 'rlf' ? null : checkWindows(stamps, task.tier === 'tiered' ? LEASE_TTL_MS : 0),
   };
 }
 
-/**
- * The window (between two admissions) where `admitted − (capacity + rate × (window + extraMs))` is
- * largest, in one pass: with `A(k) = k − rate × t(k)`, that is the largest `A(j) − A(i)` for `i ≤ j`.
- * Each window is widened by `STAMP_SLACK_MS` for the stamps' lag.
- */
-export function checkWindows(
-  sorted: readonly number[],
-  capacity: number,
-  ratePerS: number,
-  extraMs: number,
-): WindowCheck {
-  const perMs = ratePerS / 1000;
-  const constant = capacity + perMs * (extraMs + STAMP_SLACK_MS);
-  let best = { excess: Number.NEGATIVE_INFINITY, i: 0, j: 0 };
-  let minA = Number.POSITIVE_INFINITY;
-  let minAt = 0;
-  for (let k = 0; k < sorted.length; k++) {
-    const a = k - perMs * sorted[k]!;
-    if (a < minA) {
-      minA = a;
-      minAt = k;
-    }
-    const excess = a - minA + 1 - constant;
-    if (excess > best.excess) best = { excess, i: minAt, j: k };
-  }
-  let maxIn1s = 0;
-  for (let i = 0, j = 0; j < sorted.length; j++) {
-    while (sorted[j]! - sorted[i]! >= 1000) i++;
-    if (j - i + 1 > maxIn1s) maxIn1s = j - i + 1;
-  }
-  if (sorted.length === 0) {
-    const boundFor1s = capacity + perMs * (1000 + extraMs + STAMP_SLACK_MS);
-    return { admitted: 0, windowMs: 0, bound: constant, excess: -constant, maxIn1s, boundFor1s };
-  }
-  const windowMs = sorted[best.j]! - sorted[best.i]!;
+/** The busiest window against `capacity + rate × (W + extraMs)`, widened by the stamps' lag. */
+function checkWindows(stamps: readonly number[], extraMs: number): WindowReport {
+  const bound = tokenBucketBound(LIMIT.capacity, LIMIT.refillPerSecond, extraMs + STAMP_SLACK_MS);
+  const worst = worstWindow(stamps, bound);
   return {
-    admitted: best.j - best.i + 1,
-    windowMs,
-    bound: capacity + perMs * (windowMs + extraMs + STAMP_SLACK_MS),
-    excess: best.excess,
-    maxIn1s,
-    boundFor1s: capacity + perMs * (1000 + extraMs + STAMP_SLACK_MS),
+    admitted: worst.admitted,
+    windowMs: worst.windowMs,
+    bound: worst.bound,
+    excess: worst.excess,
+    maxIn1s: mostInWindow(stamps, 1000).admitted,
+    boundFor1s: bound(1000),
   };
 }
 
-async function runWorkers(orders: AccuracyOrders, processes: number): Promise<AccuracyReport[]> {
-  const children: ChildProcess[] = [];
-  const kill = () => {
-    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
-  };
-  try {
-    const ready: Promise<void>[] = [];
-    const reports: Promise<AccuracyReport>[] = [];
-    for (let i = 0; i < processes; i++) {
-      const child = fork(WORKER, [JSON.stringify(orders)], {
-        cwd: BENCH_DIR,
-        execArgv: ['--import', 'tsx'],
-        stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
-      });
-      children.push(child);
-      let stderr = '';
-      child.stderr!.on('data', (chunk: Buffer) => {
-        stderr = (stderr + chunk.toString()).slice(-4000);
-      });
-      const exited = new Promise<never>((_, reject) =>
-        child.once('exit', (code, signal) =>
-          reject(new Error(`accuracy worker exited (${code ?? signal}) before reporting: ${stderr}`)),
-        ),
-      );
-      exited.catch(() => {});
-      ready.push(
-        Promise.race([
-          exited,
-          new Promise<void>((resolve) =>
-            child.on('message', (m: WorkerMessage) => m.type === 'ready' && resolve()),
-          ),
-        ]),
-      );
-      reports.push(
-        Promise.race([
-          exited,
-          new Promise<AccuracyReport>((resolve) =>
-            child.on('message', (m: WorkerMessage) => m.type === 'report' && resolve(m.report)),
-          ),
-        ]),
-      );
-    }
-    await withTimeout(Promise.all(ready), READY_TIMEOUT_MS, 'accuracy workers not ready');
-    // Every worker is connected: all start at one wall-clock instant, shortly from now.
-    const startAt = Date.now() + 100;
-    for (const child of children) child.send({ type: 'start', startAt });
-    return await withTimeout(
-      Promise.all(reports),
-      orders.durationMs + REPORT_GRACE_MS,
-      'accuracy workers did not report',
-    );
-  } finally {
-    kill();
-  }
+function windowCells(row: AccuracyRow): [string, string] {
+  const w = row.window;
+  if (w === null) return ['—', '—'];
+  return [
+    `${count(w.admitted)} in ${count(w.windowMs)} ms (bound ${count(Math.floor(w.bound))})${w.excess > 0 ? ' ✗' : ''}`,
+    `${count(w.maxIn1s)} (bound ${count(Math.floor(w.boundFor1s))})`,
+  ];
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${message} within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
+const COLUMNS: readonly Column<AccuracyRow>[] = [
+  { title: 'decisions', cell: (r) => count(r.decisions) },
+  ...columns.decisions<AccuracyRow>(),
+  { title: 'ideal', cell: (r) => count(r.ideal) },
+  { title: 'allowed / ideal', cell: (r) => percent(r.allowedOfIdeal) },
+  columns.roundTrips<AccuracyRow>(),
+  { title: 'busiest window', cell: (r) => windowCells(r)[0] },
+  { title: 'most in 1 s', cell: (r) => windowCells(r)[1] },
+  columns.loop<AccuracyRow>('loop p99 / max (workers)', (r) => r.workerLoopDelay),
+  columns.probe<AccuracyRow>(),
+];
+
+export const accuracySection: Section<AccuracyTask, AccuracyRow> = {
+  id: 'accuracy',
+  title: 'Accuracy: processes sharing one key at capacity 100, 200 per second',
+  usesRedis: true,
+  tasks: (s) => accuracyTasks(s.processes),
+  measure: measureAccuracy,
+  progress: (row) =>
+    `${row.name}: ${decisionWords(row)}, ideal ${count(row.ideal)}, ` +
+    `${small(row.roundTripsPer1000)} Redis RT per 1,000, ` +
+    `workers' loop ${loopCell(row.workerLoopDelay)}`,
+  columns: COLUMNS,
+  notes: (s: BenchSettings) => [
+    'Each process (the harness fleet worker, `runFleet`) has its own connection and limiter, from the built ' +
+      `packages, and hammers one key (one decision at a time, yielding every 128) for ${count(s.accuracyMs)} ms, ` +
+      'all starting together. The limit: capacity 100, 200 per second, `failurePolicy: closed`, `instances` = the ' +
+      'process count, lease TTL 1,000 ms.',
+    '**allowed** counts what the limit admitted; a decision of the failure policy is never counted as admitted. ' +
+      '**Ideal** for the token bucket: capacity + rate × duration. rate-limiter-flexible has no token bucket: its ' +
+      'nearest limit is 200 points per 1 s fixed window, whose ideal is 200 per window begun in the run.',
+    '**Busiest window**: the window between two admissions that came closest to its bound (`worstWindow` of the ' +
+      "harness; ✗ marks a breach). For `TieredLimiter` the bound is the README's `capacity + rate × (W + leaseTtlMs)`; " +
+      'for `RequestLimiter` the global bucket alone, `capacity + rate × W`. Admissions are stamped with ' +
+      "`Date.now()` in each process; each window's bound allows 20 ms more for the stamps' lag.",
+    POLICY_NOTE,
+  ],
+};

@@ -11,8 +11,9 @@ export interface Flags {
 
 export const USAGE = `Usage: pnpm bench [--quick] [--filter <substring>] [--json] [--out <dir>] [--processes <n>]
 
-  --quick               short runs (a few seconds in all): checks the bench works, numbers are rough
-  --filter <substring>  only the tasks whose name contains it (their peer rows and the baseline run too)
+  --quick               short runs (under a minute in all): checks the bench works, numbers are rough
+  --filter <substring>  only the tasks whose name contains it (their peer rows and the section's
+                        baseline run too), e.g. --filter "1 hot key · 100 at 10/s" or --filter LocalLimiter
   --json                print the results as JSON on stdout (progress still goes to stderr)
   --out <dir>           write latest.md, latest.json and latest.svg there (default: bench/results/,
                         and only after a full run without --filter)

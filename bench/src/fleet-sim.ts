@@ -1,10 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { defineLimit } from '@tiered-limiter/core';
+import { type Decision, defineLimit } from '@tiered-limiter/core';
 import { createRedisLimiter, createTieredLimiter } from '@tiered-limiter/redis';
+import { commandDelta } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
-import { commandDelta } from './commandstats.js';
-import { newHistogram } from './loop.js';
-import type { BenchRedis } from './redis-target.js';
+import { type Accounted, columns, decisionWords } from './columns.js';
+import { count } from './format.js';
+import { loopCell, POLICY_NOTE, watchHealth } from './health.js';
+import { newHistogram, outcomeOf } from './loop.js';
+import type { BenchSettings, Column, RunContext, Section } from './section.js';
 
 export const FLEET_SIZES = [10, 50, 200] as const;
 export const FLEET_KEYS = 10;
@@ -17,12 +20,26 @@ const MAX_PENDING = 5000;
 const SETTLE_MS = 2000;
 
 export type FleetTier = 'request' | 'tiered';
-export const FLEET_TIERS: readonly { tier: FleetTier; limiter: string }[] = [
-  { tier: 'request', limiter: 'RequestLimiter' },
-  { tier: 'tiered', limiter: 'TieredLimiter' },
+const FLEET_TIERS: readonly [FleetTier, string][] = [
+  ['request', 'RequestLimiter'],
+  ['tiered', 'TieredLimiter'],
 ];
 
-export interface FleetRow {
+export interface FleetTask {
+  readonly name: string;
+  readonly tier: FleetTier;
+  readonly limiter: string;
+  readonly instances: number;
+}
+
+export function fleetTasks(): FleetTask[] {
+  return FLEET_SIZES.flatMap((instances) =>
+    FLEET_TIERS.map(([tier, limiter]) => ({ name: fleetName(limiter, instances), tier, limiter, instances })),
+  );
+}
+
+/** `policy`: decisions of `open` (store timeouts, default 20 ms), in the counted time. */
+export interface FleetRow extends Accounted {
   readonly name: string;
   readonly limiter: string;
   readonly instances: number;
@@ -30,14 +47,11 @@ export interface FleetRow {
   readonly targetRate: number;
   readonly measuredMs: number;
   readonly decisions: number;
-  readonly admittedShare: number;
   /** Due requests not sent because `MAX_PENDING` were waiting already. */
   readonly skipped: number;
-  /** Decisions the failure policy made (store timeouts, default 20 ms), warm-up included. */
-  readonly fallbacks: number;
-  /** TieredLimiter: its own count of refills (`reserve`) and refunds, over the counted time. */
-  readonly refills: number;
-  readonly refunds: number;
+  /** TieredLimiter: its own count of refills (`reserve`) and refunds over the counted time, when its stats say. */
+  readonly refills: number | null;
+  readonly refunds: number | null;
   /** Script calls Redis ran in the counted time (`INFO commandstats`). */
   readonly roundTrips: number;
   /** `roundTrips` per second: what the hot keys' shard serves. */
@@ -55,76 +69,59 @@ export function fleetName(limiter: string, instances: number): string {
 
 interface Instance {
   readonly client: Redis;
-  readonly tryConsume: (key: string) => { allowed: boolean } | undefined;
-  readonly consume: (key: string) => Promise<{ allowed: boolean }>;
-  readonly fallbacks: () => number;
-  /** The two-tier limiter's lease refills and refunds so far; [0, 0] for the per-request one. */
-  readonly leaseCalls: () => [refills: number, refunds: number];
+  readonly tryConsume: (key: string) => Decision | undefined;
+  readonly consume: (key: string) => Promise<Decision>;
+  readonly stats: () => unknown;
   readonly close: () => Promise<void>;
+}
+
+/** A numeric field of a limiter's `stats()`, or `null` when this version has none by that name. */
+function statField(stats: unknown, field: string): number | null {
+  const value = (stats as Record<string, unknown> | undefined)?.[field];
+  return typeof value === 'number' ? value : null;
 }
 
 /**
  * `instances` simulated app servers in this process, each with its own ioredis connection and its
  * own limiter (told `instances`), sharing `FLEET_KEYS` hot keys. Requests arrive at `FLEET_RATE`
  * per second in total, paced on a 1 ms tick, each to a random instance and key, as a load
- * balancer spreads them. Redis's commands are counted after `warmupMs`, for `durationMs`.
+ * balancer spreads them. Redis's commands are counted after `fleetWarmupMs`, for `fleetMs`.
  */
-export async function measureFleet(
-  target: BenchRedis,
-  prefix: string,
-  tier: FleetTier,
-  limiter: string,
-  instances: number,
-  warmupMs: number,
-  durationMs: number,
-): Promise<FleetRow> {
+export async function measureFleet(task: FleetTask, context: RunContext): Promise<FleetRow> {
+  const { target, settings } = context;
+  if (target === undefined) throw new Error('fleet rows need Redis');
+  const { instances, tier } = task;
   const fleet: Instance[] = [];
   try {
     const clients = await Promise.all(Array.from({ length: instances }, () => target.client()));
     for (const client of clients) {
       const options = {
         redis: client,
-        prefix,
+        prefix: context.prefix,
         limits: FLEET_LIMIT,
         failurePolicy: 'open' as const,
         instances,
       };
-      if (tier === 'request') {
-        const l = createRedisLimiter(options);
-        fleet.push({
-          client,
-          tryConsume: () => undefined,
-          consume: (k) => l.consume(k),
-          fallbacks: () => l.stats().decisions.fallback,
-          leaseCalls: () => [0, 0],
-          close: () => l.close(),
-        });
-      } else {
-        const l = createTieredLimiter(options);
-        fleet.push({
-          client,
-          tryConsume: (k) => l.tryConsume(k),
-          consume: (k) => l.consume(k),
-          fallbacks: () => l.stats().decisions.fallback,
-          leaseCalls: () => {
-            const stats = l.stats();
-            return [stats.refills, stats.refunds];
-          },
-          close: () => l.close(),
-        });
-      }
+      const l = tier === 'request' ? createRedisLimiter(options) : createTieredLimiter(options);
+      fleet.push({
+        client,
+        tryConsume: 'tryConsume' in l ? (k) => l.tryConsume(k) : () => undefined,
+        consume: (k) => l.consume(k),
+        stats: () => l.stats(),
+        close: () => l.close(),
+      });
     }
     const keys = Array.from({ length: FLEET_KEYS }, (_, i) => `hot:${i}`);
     const latency = newHistogram();
     let decisions = 0;
-    let admitted = 0;
+    const tally = [0, 0, 0, 0];
     let pending = 0;
     let skipped = 0;
     let measuring = false;
-    const record = (startedAt: number, allowed: boolean) => {
+    const record = (startedAt: number, decision: Decision) => {
       if (!measuring) return;
       decisions++;
-      if (allowed) admitted++;
+      tally[outcomeOf(decision)]!++;
       latency.recordValue(Math.max(1, Math.round((performance.now() - startedAt) * 1e6)));
     };
     const issue = () => {
@@ -132,38 +129,43 @@ export async function measureFleet(
       const key = keys[(Math.random() * FLEET_KEYS) | 0]!;
       const startedAt = performance.now();
       const fast = instance.tryConsume(key);
-      if (fast !== undefined) return record(startedAt, fast.allowed);
+      if (fast !== undefined) return record(startedAt, fast);
       pending++;
       void instance.consume(key).then((d) => {
         pending--;
-        record(startedAt, d.allowed);
+        record(startedAt, d);
       });
     };
 
-    const leaseCalls = (): [number, number] => {
-      let refills = 0;
-      let refunds = 0;
-      for (const instance of fleet) {
-        const [a, b] = instance.leaseCalls();
-        refills += a;
-        refunds += b;
-      }
-      return [refills, refunds];
+    /** Refills and refunds so far over the fleet, each `null` if the stats do not say. */
+    const leaseCalls = (): [number | null, number | null] => {
+      const total = (field: string) => {
+        let sum: number | null = 0;
+        for (const instance of fleet) {
+          const value = statField(instance.stats(), field);
+          sum = value === null || sum === null ? null : sum + value;
+        }
+        return tier === 'tiered' ? sum : null;
+      };
+      return [total('refills'), total('refunds')];
     };
-    let before = await target.commandCalls();
+    let before = await target.commandStats();
     let leaseBefore = leaseCalls();
+    let watch = watchHealth(target.probe);
     const start = performance.now();
     let measuredFrom = start;
     let issued = 0;
     for (;;) {
       const now = performance.now();
-      if (!measuring && now - start >= warmupMs) {
-        before = await target.commandCalls();
+      if (!measuring && now - start >= settings.fleetWarmupMs) {
+        await watch.stop();
+        watch = watchHealth(target.probe);
+        before = await target.commandStats();
         leaseBefore = leaseCalls();
         measuring = true;
         measuredFrom = performance.now();
       }
-      if (measuring && now - measuredFrom >= durationMs) break;
+      if (measuring && now - measuredFrom >= settings.fleetMs) break;
       const due = Math.floor(((now - start) * FLEET_RATE) / 1000);
       for (; issued < due; issued++) {
         if (pending >= MAX_PENDING) {
@@ -177,23 +179,28 @@ export async function measureFleet(
     }
     measuring = false;
     const measuredMs = performance.now() - measuredFrom;
-    const redis = commandDelta(before, await target.commandCalls());
+    const health = await watch.stop();
+    const redis = commandDelta(before, await target.commandStats());
     const leaseAfter = leaseCalls();
+    const delta = (i: 0 | 1) =>
+      leaseAfter[i] === null || leaseBefore[i] === null ? null : leaseAfter[i]! - leaseBefore[i]!;
     const settleBy = performance.now() + SETTLE_MS;
     while (pending > 0 && performance.now() < settleBy) await sleep(1);
     return {
-      name: fleetName(limiter, instances),
-      limiter,
+      name: task.name,
+      limiter: task.limiter,
       instances,
       keys: FLEET_KEYS,
       targetRate: FLEET_RATE,
       measuredMs,
       decisions,
-      admittedShare: decisions === 0 ? 0 : admitted / decisions,
+      allowed: tally[1]!,
+      denied: tally[0]!,
+      policy: { allowed: tally[3]!, denied: tally[2]! },
+      health,
       skipped,
-      fallbacks: fleet.reduce((sum, instance) => sum + instance.fallbacks(), 0),
-      refills: leaseAfter[0] - leaseBefore[0],
-      refunds: leaseAfter[1] - leaseBefore[1],
+      refills: delta(0),
+      refunds: delta(1),
       roundTrips: redis.roundTrips,
       redisCallsPerSecond: (redis.roundTrips * 1000) / measuredMs,
       redisCommandsPerSecond: (redis.commands * 1000) / measuredMs,
@@ -206,3 +213,37 @@ export async function measureFleet(
     for (const instance of fleet) instance.client.disconnect();
   }
 }
+
+const COLUMNS: readonly Column<FleetRow>[] = [
+  { title: 'decisions/s', cell: (r) => count((r.decisions * 1000) / r.measuredMs) },
+  ...columns.decisions<FleetRow>(),
+  { title: 'Redis calls/s', cell: (r) => count(r.redisCallsPerSecond) },
+  columns.roundTrips<FleetRow>(),
+  ...columns.latency<FleetRow>(),
+  { title: 'skipped', cell: (r) => count(r.skipped) },
+  columns.loop<FleetRow>(),
+  columns.probe<FleetRow>(),
+];
+
+export const fleetSection: Section<FleetTask, FleetRow> = {
+  id: 'fleet',
+  title: `Fleet simulation: ${FLEET_KEYS} hot keys, ${count(FLEET_RATE)} requests/s in total`,
+  usesRedis: true,
+  tasks: () => fleetTasks(),
+  measure: measureFleet,
+  progress: (row) =>
+    `${row.name}: ${count(row.redisCallsPerSecond)} Redis calls/s, ${decisionWords(row)}, loop ${loopCell(row.health)}`,
+  columns: COLUMNS,
+  notes: (s: BenchSettings) => [
+    `Simulated app servers in one process, each with its own ioredis connection and its own limiter (told ` +
+      `\`instances\` = the fleet size, \`failurePolicy: open\`, the default 20 ms timeout), share ${FLEET_KEYS} hot ` +
+      `keys, each limited to 2,000 per second (capacity 2,000): twice its share, so the limit does not bite here. ` +
+      `Requests arrive at ${count(FLEET_RATE)} per second in total whatever the fleet size, paced on a 1 ms tick, ` +
+      'each to a random server and key, as a load balancer spreads them; at most 5,000 wait on Redis (more are ' +
+      `skipped and counted). ${count(s.fleetWarmupMs)} ms of warm-up, then ${count(s.fleetMs)} ms counted.`,
+    "**Redis calls/s** is what the hot keys' shard serves: script calls (EVALSHA) from `INFO commandstats` over " +
+      "the counted time. The two-tier limiter's are lease refills, and refunds of leases that expired unspent " +
+      '(`refills` and `refunds` per row in `latest.json`, from its stats when they have those fields).',
+    POLICY_NOTE,
+  ],
+};

@@ -1,81 +1,49 @@
-import { allowDecision, type Decision, defineLimit, type LimitSpec } from '@tiered-limiter/core';
-import { LocalLimiter } from '@tiered-limiter/local';
+import type { LimitSpec } from '@tiered-limiter/core';
 import { createRedisLimiter, createTieredLimiter, RedisStore } from '@tiered-limiter/redis';
 import type { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
-import type { Decider } from './loop.js';
+import type { PeerLimit } from './limits.js';
+import { ADMITTED, DENIED, type Decider, type Outcome, outcomeOf } from './loop.js';
 
 /** A limiter made for one row, seen as a `Decider`, and how to release it. */
 export interface Subject {
   readonly decider: Decider;
-  /** Decisions its failure policy made so far (a store call failed or timed out), when it says. */
-  readonly fallbacks?: () => number;
+  /** Whether its decisions say when the failure policy made them (rate-limiter-flexible's do not). */
+  readonly showsPolicy: boolean;
   close(): Promise<void>;
 }
 
 /**
  * The store timeout of the throughput rows' limiters: long enough that a loaded machine's queue
- * (256 calls in flight on two cores) is timed, not turned into failure-policy decisions. The
+ * (64 calls in flight on two cores) is timed, not turned into failure-policy decisions. The
  * default, 20 ms, is what the fleet simulation uses.
  */
 export const THROUGHPUT_TIMEOUT_MS = 1000;
 
-/**
- * rate-limiter-flexible counts `points` per fixed window of `durationS` seconds. A token bucket
- * of `capacity` refilled at `rate` per second has no exact equivalent there; the nearest is the
- * rate itself per one-second window (`points = rate`, `durationS = 1`).
- */
-export interface PeerLimit {
-  readonly points: number;
-  readonly durationS: number;
-}
-
-export function peerLimitOf(limit: LimitSpec): PeerLimit {
-  return { points: Math.max(1, Math.round(limit.refillPerSecond)), durationS: 1 };
-}
-
-const ALWAYS: Decision = allowDecision(1, 0, defineLimit({ capacity: 1, refillPerSecond: 1 }), 'local');
-const admit = () => true;
+const admit = (): Outcome => ADMITTED;
 /** rate-limiter-flexible resolves an admission and rejects a denial with its result, a failure with an Error. */
-const deny = (reason: unknown): boolean => {
+const deny = (reason: unknown): Outcome => {
   if (reason instanceof Error) throw reason;
-  return false;
+  return DENIED;
 };
 
 /** No limiter at all: what the loop itself costs. */
 export function noLimiter(): Subject {
   return {
-    decider: { sync: () => ALWAYS.allowed, async: async () => ALWAYS.allowed },
+    decider: { sync: admit, async: async () => ADMITTED },
+    showsPolicy: false,
     close: async () => {},
   };
 }
 
-/** The clock read a bucket makes on every decision, alone. */
-export function clockOnly(): Subject {
-  return {
-    decider: { sync: () => performance.now() > 0, async: async () => performance.now() > 0 },
-    close: async () => {},
-  };
+/** rate-limiter-flexible's in-process limiter. */
+export function rlfMemory(limit: PeerLimit): RateLimiterMemory {
+  return new RateLimiterMemory({ points: limit.points, duration: limit.durationS });
 }
 
-export function localLimiter(limit: LimitSpec, maxKeys: number): Subject {
-  const limiter = new LocalLimiter({ limits: limit, maxKeys });
-  return {
-    decider: {
-      sync: (key) => limiter.tryConsume(key).allowed,
-      async: async (key) => limiter.tryConsume(key).allowed,
-    },
-    close: async () => {},
-  };
-}
-
-/** rate-limiter-flexible's in-process limiter: the peer of `LocalLimiter`. */
-export function rlfMemory(limit: PeerLimit): Subject {
-  const limiter = new RateLimiterMemory({ points: limit.points, duration: limit.durationS });
-  return {
-    decider: { sync: undefined, async: (key) => limiter.consume(key).then(admit, deny) },
-    close: async () => {},
-  };
+/** `consume` of a rate-limiter-flexible limiter as an outcome. */
+export function rlfOutcome(limiter: RateLimiterMemory | RateLimiterRedis, key: string): Promise<Outcome> {
+  return limiter.consume(key).then(admit, deny);
 }
 
 /** One EVALSHA of the take script through `RedisStore`: no guard, no policy, no limiter. */
@@ -85,8 +53,9 @@ export function bareStore(redis: Redis, prefix: string, limit: LimitSpec): Subje
   return {
     decider: {
       sync: undefined,
-      async: (key) => store.apply({ key, limits, take: 1 }).then((reply) => reply.ok),
+      async: (key) => store.apply({ key, limits, take: 1 }).then((reply) => (reply.ok ? ADMITTED : DENIED)),
     },
+    showsPolicy: true,
     close: async () => {},
   };
 }
@@ -100,8 +69,8 @@ export function requestLimiter(redis: Redis, prefix: string, limit: LimitSpec): 
     timeoutMs: THROUGHPUT_TIMEOUT_MS,
   });
   return {
-    decider: { sync: undefined, async: async (key) => (await limiter.consume(key)).allowed },
-    fallbacks: () => limiter.stats().decisions.fallback,
+    decider: { sync: undefined, async: async (key) => outcomeOf(await limiter.consume(key)) },
+    showsPolicy: true,
     close: () => limiter.close(),
   };
 }
@@ -118,19 +87,23 @@ export function tieredLimiter(redis: Redis, prefix: string, limit: LimitSpec, ma
   });
   return {
     decider: {
-      sync: (key) => limiter.tryConsume(key)?.allowed,
-      async: async (key) => (await limiter.consume(key)).allowed,
+      sync: (key) => {
+        const decision = limiter.tryConsume(key);
+        return decision === undefined ? undefined : outcomeOf(decision);
+      },
+      async: async (key) => outcomeOf(await limiter.consume(key)),
     },
-    fallbacks: () => limiter.stats().decisions.fallback,
+    showsPolicy: true,
     close: () => limiter.close(),
   };
 }
 
 /**
  * The peer: rate-limiter-flexible's `RateLimiterRedis` on the same ioredis client, set up as its
- * documentation advises: an insurance limiter for the same limit (it decides while Redis fails),
- * and keys that used up their window blocked in process until the window ends
- * (`inMemoryBlockOnConsumed`), so that a key over its limit costs Redis nothing more.
+ * documentation advises: an insurance limiter for the same limit (it decides while Redis fails,
+ * silently: its decisions cannot be told apart), and keys that used up their window blocked in
+ * process until the window ends (`inMemoryBlockOnConsumed`), so that a key over its limit costs
+ * Redis nothing more.
  */
 export function rlfRedis(redis: Redis, prefix: string, limit: PeerLimit): Subject {
   const limiter = new RateLimiterRedis({
@@ -139,10 +112,11 @@ export function rlfRedis(redis: Redis, prefix: string, limit: PeerLimit): Subjec
     points: limit.points,
     duration: limit.durationS,
     inMemoryBlockOnConsumed: limit.points,
-    insuranceLimiter: new RateLimiterMemory({ points: limit.points, duration: limit.durationS }),
+    insuranceLimiter: rlfMemory(limit),
   });
   return {
-    decider: { sync: undefined, async: (key) => limiter.consume(key).then(admit, deny) },
+    decider: { sync: undefined, async: (key) => rlfOutcome(limiter, key) },
+    showsPolicy: false,
     close: async () => {},
   };
 }

@@ -2,12 +2,25 @@ import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { build, type Histogram } from 'hdr-histogram-js';
 
 /**
+ * What one decision came to, as an index into `LoopResult.tally`: bit 0 set when admitted, bit 1
+ * when the failure policy decided (`tier: 'fallback'`), not the limit.
+ */
+export type Outcome = 0 | 1 | 2 | 3;
+export const DENIED = 0;
+export const ADMITTED = 1;
+
+/** The outcome of a `Decision`-like value. */
+export function outcomeOf(decision: { readonly allowed: boolean; readonly tier: string }): Outcome {
+  return ((decision.allowed ? 1 : 0) | (decision.tier === 'fallback' ? 2 : 0)) as Outcome;
+}
+
+/**
  * One limiter seen through the loop: `sync` answers without a promise when it can (`undefined`
- * when it cannot), `async` always can. Both say whether the request was admitted.
+ * when it cannot), `async` always can.
  */
 export interface Decider {
-  readonly sync: ((key: string) => boolean | undefined) | undefined;
-  readonly async: (key: string) => Promise<boolean>;
+  readonly sync: ((key: string) => Outcome | undefined) | undefined;
+  readonly async: (key: string) => Promise<Outcome>;
 }
 
 /** When a loop stops: whichever comes first. */
@@ -19,11 +32,14 @@ export interface LoopBounds {
 /** What one loop measured. Latencies are in nanoseconds. */
 export interface LoopResult {
   readonly decisions: number;
-  readonly admitted: number;
+  /** Decisions by outcome: denied, admitted, denied by the policy, admitted by the policy. */
+  readonly tally: readonly [number, number, number, number];
   /** Decisions that had to await (`sync` gave no answer, or there is no `sync`). */
   readonly awaited: number;
   readonly elapsedMs: number;
   readonly latencyNs: Histogram;
+  /** Index of the next key in turn: pass it to the next loop to carry on where this one stopped. */
+  readonly cursor: number;
 }
 
 /**
@@ -55,13 +71,14 @@ export async function runLoop(
   keys: readonly string[],
   inFlight: number,
   bounds: LoopBounds,
+  startAt = 0,
 ): Promise<LoopResult> {
   const histogram = newHistogram();
   const { sync, async } = decider;
   const keyCount = keys.length;
-  let cursor = 0;
+  let cursor = startAt % keys.length;
   let decisions = 0;
-  let admitted = 0;
+  const tally: [number, number, number, number] = [0, 0, 0, 0];
   let awaited = 0;
   const start = performance.now();
   const deadline = start + bounds.maxMs;
@@ -74,16 +91,16 @@ export async function runLoop(
       for (let i = 0; i < DECISIONS_PER_YIELD; i++) {
         const key = keys[cursor]!;
         cursor = cursor + 1 === keyCount ? 0 : cursor + 1;
-        let allowed = sync === undefined ? undefined : sync(key);
-        if (allowed === undefined) {
+        let outcome = sync === undefined ? undefined : sync(key);
+        if (outcome === undefined) {
           const before = performance.now();
-          allowed = await async(key);
+          outcome = await async(key);
           const waited = performance.now() - before;
           awaitedMs += waited;
           awaitedHere++;
           histogram.recordValue(nanos(waited));
         }
-        if (allowed) admitted++;
+        tally[outcome]++;
       }
       const syncHere = DECISIONS_PER_YIELD - awaitedHere;
       if (syncHere > 0) {
@@ -97,7 +114,7 @@ export async function runLoop(
   }
 
   await Promise.all(Array.from({ length: inFlight }, worker));
-  return { decisions, admitted, awaited, elapsedMs: performance.now() - start, latencyNs: histogram };
+  return { decisions, tally, awaited, elapsedMs: performance.now() - start, latencyNs: histogram, cursor };
 }
 
 function nanos(ms: number): number {

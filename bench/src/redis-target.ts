@@ -1,8 +1,45 @@
 import { randomBytes } from 'node:crypto';
 import { recommendedRedisOptions } from '@tiered-limiter/redis';
-import { type RedisServer, startRedis, whenReady } from '@tiered-limiter/test-harness';
-import type { Redis } from 'ioredis';
-import { type CommandCalls, readCommandCalls } from './commandstats.js';
+import {
+  ClientSet,
+  type CommandStats,
+  type RedisServer,
+  readCommandStats,
+  startRedis,
+  whenReady,
+} from '@tiered-limiter/test-harness';
+import { Redis } from 'ioredis';
+import { Probe, type ProbeWindows } from './health.js';
+
+/** What a row needs of the run's Redis, in the process that measures it. */
+export interface RowRedis {
+  readonly url: string;
+  /** Watches Redis from another process while the row runs. */
+  readonly probe: ProbeWindows;
+  /** A new connected client with `recommendedRedisOptions`, disconnected by `close()` if not before. */
+  client(): Promise<Redis>;
+  /** Redis's own per-command counters (`INFO commandstats`), read through an admin connection. */
+  commandStats(): Promise<CommandStats>;
+  /** Disconnects every client made here. */
+  close(): void;
+}
+
+export function rowRedis(url: string, probe: ProbeWindows): RowRedis {
+  const clients = new ClientSet();
+  const admin = clients.add(new Redis(url));
+  return {
+    url,
+    probe,
+    async client() {
+      const client = clients.add(new Redis(url, { ...recommendedRedisOptions, lazyConnect: true }));
+      await client.connect();
+      await whenReady(client);
+      return client;
+    },
+    commandStats: () => readCommandStats(admin),
+    close: () => clients.disconnectAll(),
+  };
+}
 
 /** The Redis every row of one run uses, and what the run put in it. */
 export interface BenchRedis {
@@ -14,13 +51,11 @@ export interface BenchRedis {
   readonly version: string;
   /** Every key this run writes starts with it; `cleanup()` deletes exactly those. */
   readonly prefix: string;
-  /** A new connected client with `recommendedRedisOptions`, disconnected by `stop()` if not before. */
-  client(): Promise<Redis>;
-  /** Redis's own per-command call counters, read through the admin connection. */
-  commandCalls(): Promise<CommandCalls>;
+  /** An independent client in a process of its own, watching Redis while rows run. */
+  readonly probe: Probe;
   /** Deletes this run's keys (SCAN MATCH prefix*, UNLINK); resolves to how many. */
   cleanup(): Promise<number>;
-  /** Disconnects every client, and stops the server if this run started it. */
+  /** Stops the probe, disconnects, and stops the server if this run started it. */
   stop(): Promise<void>;
 }
 
@@ -59,22 +94,15 @@ export async function openRedis(): Promise<BenchRedis> {
   }
   const version = /^redis_version:(\S+)/m.exec(await admin.info('server'))?.[1] ?? 'unknown';
   const prefix = `tlbench-${process.pid.toString(36)}-${randomBytes(3).toString('hex')}`;
-  const clients = new Set<Redis>();
+  const probe = await Probe.start(server.url);
 
   return {
     url: server.url,
     source: server.source,
     version,
     prefix,
+    probe,
     description: describe(server, version, prefix),
-    async client() {
-      const client = server.client({ ...recommendedRedisOptions, lazyConnect: true });
-      clients.add(client);
-      await client.connect();
-      await whenReady(client);
-      return client;
-    },
-    commandCalls: () => readCommandCalls(admin),
     async cleanup() {
       let deleted = 0;
       let cursor = '0';
@@ -86,7 +114,7 @@ export async function openRedis(): Promise<BenchRedis> {
       return deleted;
     },
     async stop() {
-      for (const client of clients) client.disconnect();
+      probe.close();
       admin.disconnect();
       await server.stop();
     },

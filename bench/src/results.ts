@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { cpus, platform, release, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import type { AccuracyRow } from './accuracy.js';
-import type { FleetRow } from './fleet-sim.js';
-import { count, duration, markdownTable, percent, small, textTable, times } from './format.js';
+import { count, duration, markdownTable, small, textTable, times } from './format.js';
+import type { MicroRow } from './micro.js';
+import { type AnySection, type BenchSettings, grouped, type Named } from './section.js';
 import type { ThroughputRow } from './throughput.js';
 
 /** Everything one run measured, as written to `latest.json`. */
@@ -13,24 +13,12 @@ export interface BenchResults {
   readonly filter: string | null;
   readonly machine: Machine;
   readonly versions: Readonly<Record<string, string>>;
-  readonly redis: { readonly version: string; readonly source: string; readonly description: string };
+  readonly redis: { readonly version: string; readonly source: string; readonly description: string } | null;
   readonly settings: BenchSettings;
-  readonly throughput: readonly ThroughputRow[];
-  readonly accuracy: readonly AccuracyRow[];
-  readonly fleet: readonly FleetRow[];
-}
-
-/** How long and how hard each part ran. */
-export interface BenchSettings {
-  readonly warmupMs: number;
-  readonly measureMs: number;
-  readonly maxDecisions: number;
-  readonly accuracyMs: number;
-  readonly processes: number;
-  readonly fleetWarmupMs: number;
-  readonly fleetMs: number;
-  readonly fleetKeys: number;
-  readonly fleetRate: number;
+  /** The ratios a reader looks for first, in words. */
+  readonly headline: readonly string[];
+  /** Each section's rows, by section id (`micro`, `throughput`, `accuracy`, `fleet`). */
+  readonly rows: Readonly<Record<string, readonly Named[]>>;
 }
 
 export interface Machine {
@@ -48,6 +36,7 @@ const PACKAGES = [
   '@tiered-limiter/redis',
   'ioredis',
   'rate-limiter-flexible',
+  'tinybench',
   'hdr-histogram-js',
 ];
 
@@ -76,210 +65,127 @@ export function versions(): Record<string, string> {
   return found;
 }
 
-const THROUGHPUT_HEADER = [
-  'task',
-  'ops/s',
-  'p50',
-  'p99',
-  'p99.9',
-  'Redis RT / 1,000',
-  '× peer',
-  'awaited',
-  'admitted',
-];
-const ACCURACY_HEADER = [
-  'task',
-  'decisions',
-  'admitted',
-  'ideal',
-  'of ideal',
-  'Redis RT / 1,000',
-  'busiest window',
-  'most in 1 s',
-];
-const FLEET_HEADER = [
-  'task',
-  'decisions/s',
-  'Redis calls/s',
-  'Redis RT / 1,000',
-  'p50',
-  'p99',
-  'admitted',
-  'skipped',
-];
-
-/** Share of decisions that awaited a promise: 100 %, 0.1 %, 0. */
-function awaited(share: number): string {
-  if (share === 0) return '0';
-  if (share >= 0.995) return percent(share, 0);
-  return share >= 0.001 ? percent(share, 1) : percent(share, 3);
-}
-
-function throughputLines(rows: readonly ThroughputRow[]): string[][] {
-  return rows.map((r) => [
-    r.name,
-    count(r.opsPerSecond),
-    duration(r.p50Ns),
-    duration(r.p99Ns),
-    duration(r.p999Ns),
-    r.roundTripsPer1000 === null ? '—' : small(r.roundTripsPer1000),
-    r.timesPeer === null ? '—' : times(r.timesPeer),
-    awaited(r.awaitedShare),
-    percent(r.admittedShare, 0),
-  ]);
-}
-
-function windowText(row: AccuracyRow): [string, string] {
-  const w = row.window;
-  if (w === null) return ['—', '—'];
-  return [
-    `${count(w.admitted)} in ${count(w.windowMs)} ms (bound ${count(Math.floor(w.bound))})`,
-    `${count(w.maxIn1s)} (bound ${count(Math.floor(w.boundFor1s))})`,
-  ];
-}
-
-function accuracyLines(rows: readonly AccuracyRow[]): string[][] {
-  return rows.map((r) => [
-    r.name,
-    count(r.decisions),
-    count(r.admitted),
-    count(r.ideal),
-    percent(r.admittedOfIdeal),
-    small(r.roundTripsPer1000),
-    ...windowText(r),
-  ]);
-}
-
-function fleetLines(rows: readonly FleetRow[]): string[][] {
-  return rows.map((r) => [
-    r.name,
-    count((r.decisions * 1000) / r.measuredMs),
-    count(r.redisCallsPerSecond),
-    small(r.roundTripsPer1000),
-    duration(r.p50Ns),
-    duration(r.p99Ns),
-    percent(r.admittedShare, 0),
-    count(r.skipped),
-  ]);
+/** The headline ratios, from whichever rows ran. */
+export function headline(rows: Readonly<Record<string, readonly Named[]>>): string[] {
+  const lines: string[] = [];
+  const redisRows = (rows.throughput ?? []) as readonly ThroughputRow[];
+  for (const row of redisRows) {
+    if (row.limiter !== 'TieredLimiter' || row.keys !== 1 || row.timesPeer === null) continue;
+    const inFlight = row.inFlight === 1 ? 'one at a time' : `${row.inFlight} in flight`;
+    const peer = redisRows.find((r) => r.name === row.peer);
+    const counts = (r: ThroughputRow) => `${count(r.allowed)} allowed, ${count(r.denied)} denied`;
+    lines.push(
+      `Two-tier hot key ÷ rate-limiter-flexible, ${row.limit}${row.ceiling ? ' (never denies: the ceiling)' : ''}, ` +
+        `${inFlight}: ${times(row.timesPeer)}` +
+        (row.ceiling || peer === undefined ? '' : ` (${counts(row)}; peer ${counts(peer)})`),
+    );
+  }
+  for (const limit of new Set(redisRows.filter((r) => r.keys > 1).map((r) => r.limit))) {
+    const of = (limiter: string) =>
+      redisRows.find((r) => r.keys > 1 && r.limit === limit && r.limiter === limiter);
+    const [tiered, request] = [of('TieredLimiter'), of('RequestLimiter')];
+    if (tiered?.timesPeer == null || request?.timesPeer == null) continue;
+    lines.push(
+      `100k keys at ${limit}, ${tiered.inFlight} in flight, ÷ rate-limiter-flexible: two-tier ${times(tiered.timesPeer)}, ` +
+        `per-request ${times(request.timesPeer)}; two-tier ${small(tiered.roundTripsPer1000)} Redis RT per 1,000 ` +
+        `(${count(tiered.allowed)} allowed, ${count(tiered.denied)} denied)`,
+    );
+  }
+  const micro = new Map(((rows.micro ?? []) as readonly MicroRow[]).map((r) => [r.name, r]));
+  const lease = [...micro.values()].find((r) => r.name.startsWith('TieredLimiter · lease hit'));
+  const bucket = micro.get('LocalLimiter · 1 hot key · ceiling');
+  const clock = micro.get('baseline · performance.now()');
+  if (lease && bucket && clock) {
+    lines.push(
+      `Lease hit ${duration(lease.nsPerOp)} = ${(lease.nsPerOp / bucket.nsPerOp).toFixed(2)}× a clock-reading ` +
+        `LocalLimiter (${duration(bucket.nsPerOp)}); performance.now() alone ${duration(clock.nsPerOp)}`,
+    );
+  }
+  const marked = Object.values(rows)
+    .flat()
+    .filter((r) => {
+      const row = r as {
+        policy?: { allowed: number; denied: number } | null;
+        health?: { redisHealthy: boolean | null };
+      };
+      return row.health?.redisHealthy === true && (row.policy?.allowed ?? 0) + (row.policy?.denied ?? 0) > 0;
+    });
+  lines.push(
+    marked.length === 0
+      ? 'No failure-policy decision while Redis was healthy.'
+      : `⚠ Failure-policy decisions while Redis was healthy in ${marked.length} row(s): ${marked.map((r) => r.name).join('; ')}`,
+  );
+  return lines;
 }
 
 export function machineLine(results: BenchResults): string {
   const m = results.machine;
   const v = results.versions;
   return (
-    `${m.cpus} × ${m.cpuModel}, ${m.memoryGb} GB, ${m.platform}; Node ${m.node}; Redis ${results.redis.version}; ` +
-    `tiered-limiter ${v['@tiered-limiter/redis']}, ioredis ${v.ioredis}, rate-limiter-flexible ${v['rate-limiter-flexible']}`
+    `${m.cpus} × ${m.cpuModel}, ${m.memoryGb} GB, ${m.platform}; Node ${m.node}; Redis ${results.redis?.version ?? '—'}; ` +
+    `tiered-limiter ${v['@tiered-limiter/redis']}, ioredis ${v.ioredis}, rate-limiter-flexible ${v['rate-limiter-flexible']}, ` +
+    `tinybench ${v.tinybench}`
   );
 }
 
+/** One section's tables, one per group, drawn by `table`. */
+function sectionTables(
+  section: AnySection,
+  rows: readonly Named[],
+  table: (header: string[], lines: string[][]) => string,
+  groupTitle: (title: string) => string,
+): string[] {
+  // Every table starts with the task's name.
+  const header = ['task', ...section.columns.map((c) => c.title)];
+  return grouped(section, rows).flatMap(([group, members]) => [
+    ...(group ? [groupTitle(group)] : []),
+    table(
+      header,
+      members.map((row) => [row.name, ...section.columns.map((c) => c.cell(row))]),
+    ),
+    '',
+  ]);
+}
+
 /** The tables for the terminal. */
-export function terminalReport(results: BenchResults): string {
-  const parts = [`${results.quick ? 'Quick' : 'Full'} run · ${machineLine(results)}`];
-  if (results.throughput.length > 0) {
-    parts.push('', 'Throughput (limit never reached: every row times the admitting path)');
-    parts.push(textTable(THROUGHPUT_HEADER, throughputLines(results.throughput)));
+export function terminalReport(results: BenchResults, sections: readonly AnySection[]): string {
+  const parts = [`${results.quick ? 'Quick' : 'Full'} run · ${machineLine(results)}`, ''];
+  for (const section of sections) {
+    const rows = results.rows[section.id];
+    if (!rows?.length) continue;
+    parts.push(`${section.title}`, '', ...sectionTables(section, rows, textTable, (g) => `  ${g}`));
   }
-  if (results.accuracy.length > 0) {
-    parts.push('', 'Accuracy: processes sharing one key at capacity 100, 200/s');
-    parts.push(textTable(ACCURACY_HEADER, accuracyLines(results.accuracy)));
-  }
-  if (results.fleet.length > 0) {
-    parts.push('', 'Fleet simulation: 10 hot keys, 10,000 requests/s in total');
-    parts.push(textTable(FLEET_HEADER, fleetLines(results.fleet)));
-  }
+  parts.push('Headline', ...results.headline.map((line) => `- ${line}`));
   return parts.join('\n');
 }
 
 /** `latest.md`. */
-export function markdownReport(results: BenchResults, chartFile: string | undefined): string {
-  const s = results.settings;
+export function markdownReport(
+  results: BenchResults,
+  sections: readonly AnySection[],
+  chartFile: string | undefined,
+): string {
   const parts = [
     '# `pnpm bench` results',
     '',
     `${results.quick ? 'A quick run (`--quick`): short, rough numbers.' : 'One full run of `pnpm bench`.'} ` +
-      `${results.generatedAt}. ${machineLine(results)}. Redis: ${results.redis.description}.`,
+      `${results.generatedAt}. ${machineLine(results)}. Redis: ${results.redis?.description ?? 'not used'}.`,
     '',
-    'Absolute numbers move with the machine; read the ratios, which come from one run on one Redis.',
+    'Absolute numbers move with the machine, and on a shared 2-core machine from run to run; read the ratios, ' +
+      'which come from one run on one Redis.',
+    '',
+    '## Headline',
+    '',
+    ...results.headline.map((line) => `- ${line}`),
   ];
   if (chartFile)
-    parts.push(
-      '',
-      `![Redis round trips per 1,000 decisions, accuracy, and the fleet simulation](${chartFile})`,
-    );
-  if (results.throughput.length > 0) {
-    parts.push(
-      '',
-      '## Throughput and latency',
-      '',
-      markdownTable(THROUGHPUT_HEADER, throughputLines(results.throughput)),
-      '',
-      `- **Limit**: capacity 10⁹, refilled 10⁹ per second (rate-limiter-flexible: 10⁹ points per 1 s window), so every ` +
-        'call is admitted (the `admitted` column) and each row times the admitting path, the one a healthy service runs most.',
-      '- **Scenarios**: `1 hot key` is one key for every call; `100k keys` takes 100,000 keys in turn. A row without ' +
-        '"in flight" runs one decision at a time; `64 in flight` runs 64 loops at once on one connection. Every loop ' +
-        `yields to the event loop every 128 decisions, as a server does between requests. Each row: a fresh limiter ` +
-        `and connection, ${s.warmupMs} ms of warm-up, then at most ${s.measureMs} ms or ${count(s.maxDecisions)} decisions.`,
-      '- **Latency**: a decision that awaited a promise is timed alone (so its wait for the other loops is in it); ' +
-        'decisions answered synchronously are timed together between two yields, each counted at their mean: a clock ' +
-        'read costs more than a lease decision. `ops/s` is decisions over wall time, yields included: the ' +
-        '`baseline · no limiter` row is that loop alone.',
-      '- **Redis RT / 1,000**: round trips per 1,000 decisions, counted by Redis itself: the change in ' +
-        '`INFO commandstats` over the timed loop of script calls (EVALSHA, EVAL) and transactions (EXEC). Every ' +
-        'limiter here, the peer included, decides with one Lua script per call. Redis also counts each command a ' +
-        "script runs inside (`TIME`, `HMGET`, `HSET`, `PEXPIRE`; the peer's `SET`, `INCRBY`, `PTTL`), which are no " +
-        'round trips; `latest.json` lists every command per row. Counted on the whole server: on a shared ' +
-        "`REDIS_URL`, other clients' scripts count too.",
-      '- **× peer**: ops/s over the rate-limiter-flexible row of the same scenario (`RateLimiterRedis` for the Redis ' +
-        'rows, `RateLimiterMemory` for the in-process ones). `RateLimiterRedis` has an insurance `RateLimiterMemory` ' +
-        'for the same limit and `inMemoryBlockOnConsumed` set to its points, as its documentation advises.',
-      '- **awaited**: share of decisions that awaited a promise; the rest were answered synchronously (the two-tier ' +
-        'limiter from its lease).',
-      '- `RedisStore.take` is one EVALSHA of the take script through the store, with no limiter around it: the bare ' +
-        'cost of a Redis decision, against which the `RequestLimiter` rows are read.',
-    );
-  }
-  if (results.accuracy.length > 0) {
-    parts.push(
-      '',
-      '## Accuracy under a fleet',
-      '',
-      markdownTable(ACCURACY_HEADER, accuracyLines(results.accuracy)),
-      '',
-      `- Each process has its own connection and limiter, from the built packages, and hammers one key ` +
-        `(one decision at a time, yielding every 128) for ${count(s.accuracyMs)} ms, all starting together. ` +
-        'The limit: capacity 100, 200 per second, `failurePolicy: closed`, `instances` = the process count.',
-      '- **Ideal** for the token bucket: capacity + rate × duration. rate-limiter-flexible has no token bucket: ' +
-        'its nearest limit is 200 points per 1 s fixed window, whose ideal is 200 per window begun in the run.',
-      '- **Busiest window**: the window between two admissions that came closest to its bound (a worse one would ' +
-        "be over it). For `TieredLimiter` the bound is the README's `capacity + rate × (W + leaseTtlMs)` with " +
-        '`leaseTtlMs` 1000; for `RequestLimiter` the global bucket alone, `capacity + rate × W`. Admissions are ' +
-        "stamped with `Date.now()` in each process; each window's bound allows 20 ms more for the stamps' lag.",
-    );
-    for (const row of results.accuracy) parts.push(`- ${row.limiter}: ideal = ${row.idealRule}.`);
-  }
-  if (results.fleet.length > 0) {
-    parts.push(
-      '',
-      '## Fleet simulation: Redis traffic as the fleet grows',
-      '',
-      markdownTable(FLEET_HEADER, fleetLines(results.fleet)),
-      '',
-      `- Simulated app servers in one process, each with its own ioredis connection and its own limiter (told ` +
-        `\`instances\` = the fleet size), share ${s.fleetKeys} hot keys, each limited to 2,000 per second (capacity ` +
-        `2,000). Requests arrive at ${count(s.fleetRate)} per second in total whatever the fleet size, paced on a 1 ms ` +
-        'tick, each to a random server and key, as a load balancer spreads them; at most 5,000 wait on Redis (more ' +
-        `would be skipped and counted). ${count(s.fleetWarmupMs)} ms of warm-up, then ${count(s.fleetMs)} ms counted.`,
-      "- **Redis calls/s** is what the hot keys' shard serves: script calls (EVALSHA) from `INFO commandstats` over " +
-        "the counted time. The two-tier limiter's are lease refills, and refunds of leases that expired unspent.",
-    );
-    for (const row of results.fleet) {
-      if (row.refills + row.refunds === 0) continue;
-      const seconds = row.measuredMs / 1000;
-      parts.push(
-        `- ${row.name}: ${count(row.refills / seconds)} refills and ${count(row.refunds / seconds)} refunds per second ` +
-          "(the limiters' own counts).",
-      );
-    }
+    parts.push('', `![Decisions per second at each limit, and Redis calls as the fleet grows](${chartFile})`);
+  for (const section of sections) {
+    const rows = results.rows[section.id];
+    if (!rows?.length) continue;
+    parts.push('', `## ${section.title}`, '');
+    parts.push(...sectionTables(section, rows, markdownTable, (g) => `**${g}**\n`));
+    parts.push(...section.notes(results.settings).map((note: string) => `- ${note}`));
   }
   return `${parts.join('\n')}\n`;
 }

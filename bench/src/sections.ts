@@ -1,0 +1,16 @@
+import type { AnySection } from './section.js';
+
+/**
+ * Every part of the bench, in the order it runs and reports, each loaded on demand (a row's
+ * process loads only its own). A new kind of row is a new entry.
+ */
+export const SECTION_LOADERS: Readonly<Record<string, () => Promise<AnySection>>> = {
+  micro: async () => (await import('./micro.js')).microSection,
+  throughput: async () => (await import('./throughput.js')).throughputSection,
+  accuracy: async () => (await import('./accuracy.js')).accuracySection,
+  fleet: async () => (await import('./fleet-sim.js')).fleetSection,
+};
+
+export function loadSections(): Promise<AnySection[]> {
+  return Promise.all(Object.values(SECTION_LOADERS).map((load) => load()));
+}

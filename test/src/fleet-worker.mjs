@@ -1,0 +1,170 @@
+// One instance of a fleet: its own connection and limiter, from the BUILT packages (plain node, no
+// TypeScript loader), as a service instance runs them. Orders come as JSON in argv[2] (`FleetOrders`
+// in fleet.ts). Over IPC it says `ready` once connected, starts at the wall-clock instant it is then
+// given, and sends back one `FleetReport`.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { setImmediate as yieldToLoop } from 'node:timers/promises';
+import { defineLimit } from '@tiered-limiter/core';
+import { createRedisLimiter, createTieredLimiter, recommendedRedisOptions } from '@tiered-limiter/redis';
+import { Redis } from 'ioredis';
+
+const orders = JSON.parse(process.argv[2]);
+const send = (message) =>
+  new Promise((resolve, reject) => process.send(message, (error) => (error ? reject(error) : resolve())));
+
+const redis = new Redis(orders.url, { ...recommendedRedisOptions, lazyConnect: true });
+redis.on('error', () => {});
+await redis.connect();
+
+const keyCount = orders.keys ?? 1;
+const base = orders.key ?? 'shared';
+const keys = keyCount === 1 ? [base] : Array.from({ length: keyCount }, (_, i) => `${base}:${i}`);
+
+/** Returns a limiter seen as `decide(key) → Decision | Promise<Decision>`, `stats()` and `close()`. */
+async function makeLimiter() {
+  if (orders.tier === 'rlf') {
+    // rate-limiter-flexible, set up as its documentation advises (see bench/src/limiters.ts).
+    const { RateLimiterMemory, RateLimiterRedis } = await import('rate-limiter-flexible');
+    const { points, durationS } = orders.peer;
+    const limiter = new RateLimiterRedis({
+      storeClient: redis,
+      keyPrefix: orders.prefix,
+      points,
+      duration: durationS,
+      inMemoryBlockOnConsumed: points,
+      insuranceLimiter: new RateLimiterMemory({ points, duration: durationS }),
+    });
+    const decision = (allowed) => ({ allowed, tier: 'global' });
+    return {
+      decide: (key) =>
+        limiter.consume(key).then(
+          () => decision(true),
+          (reason) => {
+            if (reason instanceof Error) throw reason;
+            return decision(false);
+          },
+        ),
+      stats: () => undefined,
+      close: async () => {},
+    };
+  }
+  const options = {
+    redis,
+    prefix: orders.prefix,
+    limits: defineLimit({
+      capacity: orders.capacity,
+      refillPerSecond: orders.refillPerSecond,
+      ...(orders.limitName ? { name: orders.limitName } : {}),
+    }),
+    failurePolicy: orders.failurePolicy ?? 'closed',
+    instances: orders.instances,
+    // A lease lifetime of its own means refills on demand: the periodic sync sets the lifetime itself.
+    ...(orders.lease ? { lease: orders.lease, sync: false } : {}),
+    // Options this worker does not know, passed through verbatim.
+    ...orders.options,
+  };
+  const limiter = orders.tier === 'request' ? createRedisLimiter(options) : createTieredLimiter(options);
+  return {
+    decide: (key) => limiter.tryConsume?.(key) ?? limiter.consume(key),
+    stats: () => limiter.stats(),
+    close: () => limiter.close(),
+  };
+}
+
+const limiter = await makeLimiter();
+
+// Listen for the start before saying ready, so that it cannot arrive unheard.
+const started = new Promise((resolve) =>
+  process.once('message', (message) => message.type === 'start' && resolve(message.startAt)),
+);
+await send({ type: 'ready' });
+const startAt = await started;
+await new Promise((resolve) => setTimeout(resolve, Math.max(0, startAt - Date.now())));
+
+const end = startAt + orders.durationMs;
+const admittedAt = [];
+const admittedAtByKey = keyCount === 1 ? undefined : keys.map(() => []);
+const byTier = {};
+let decisions = 0;
+let allowed = 0;
+let fallbackAllowed = 0;
+let fallbackDenied = 0;
+let lateMs = 0;
+let cursor = 0;
+
+function record(k, d) {
+  decisions++;
+  byTier[d.tier] = (byTier[d.tier] ?? 0) + 1;
+  if (d.tier === 'fallback') {
+    // The failure policy's decision: outside the limit's bound, counted apart.
+    if (d.allowed) fallbackAllowed++;
+    else fallbackDenied++;
+  } else if (d.allowed) {
+    const now = Date.now();
+    allowed++;
+    admittedAt.push(now);
+    admittedAtByKey?.[k].push(now);
+  }
+}
+
+/** Decides for the next key; a promise only when the limiter had to wait for Redis. */
+function decideOnce() {
+  const k = cursor;
+  cursor = cursor + 1 === keyCount ? 0 : cursor + 1;
+  const d = limiter.decide(keys[k]);
+  if (typeof d.then === 'function') return d.then((decision) => record(k, decision));
+  record(k, d);
+  return undefined;
+}
+
+async function hammer() {
+  while (Date.now() < end && decisions < orders.maxDecisions) {
+    const waiting = decideOnce();
+    if (waiting) await waiting;
+    // A service yields between requests; a loop that never did would starve the lease refills.
+    if ((decisions & 127) === 0) await yieldToLoop();
+  }
+}
+
+async function paced() {
+  const pauseMs = 1000 / orders.requestsPerSecond;
+  let next = startAt;
+  while (Date.now() < end && decisions < orders.maxDecisions) {
+    const before = Date.now();
+    await decideOnce();
+    lateMs = Math.max(lateMs, Date.now() - before);
+    next += pauseMs;
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, next - Date.now())));
+  }
+}
+
+const loop = monitorEventLoopDelay({ resolution: 10 });
+loop.enable();
+const loops = Array.from({ length: orders.concurrency ?? 1 }, () =>
+  orders.requestsPerSecond ? paced() : hammer(),
+);
+await Promise.all(loops);
+loop.disable();
+const endedAt = Date.now();
+const stats = limiter.stats();
+await limiter.close();
+redis.disconnect();
+const ms = (ns) => ns / 1e6;
+await send({
+  type: 'report',
+  report: {
+    decisions,
+    allowed,
+    denied: decisions - allowed - fallbackAllowed - fallbackDenied,
+    fallback: { allowed: fallbackAllowed, denied: fallbackDenied },
+    byTier,
+    admittedAt,
+    ...(admittedAtByKey ? { admittedAtByKey } : {}),
+    lateMs,
+    loopDelayMs: { p50: ms(loop.percentile(50)), p99: ms(loop.percentile(99)), max: ms(loop.max) },
+    startedAt: startAt,
+    endedAt,
+    stats,
+  },
+});
+process.disconnect();

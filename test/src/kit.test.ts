@@ -1,0 +1,222 @@
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { commandDelta, parseCommandStats, readCommandStats } from './commandstats.js';
+import { type FleetOrders, runFleet } from './fleet.js';
+import { type RedisServer, startRedis } from './redis-server.js';
+import { uniquePrefix } from './unique-prefix.js';
+import {
+  type Admission,
+  mostInWindow,
+  tokenBucketBound,
+  WINDOW_EPSILON,
+  type WindowBound,
+  worstWindow,
+} from './window-bound.js';
+
+/** Every pair of admissions, as the check was written before: the reference. */
+function bruteForce(admissions: readonly Admission[], bound: WindowBound): number {
+  const sorted = admissions
+    .map((a) => (typeof a === 'number' ? { atMs: a, cost: 1 } : a))
+    .sort((a, b) => a.atMs - b.atMs);
+  let worst = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < sorted.length; i++) {
+    let sum = 0;
+    for (let j = i; j < sorted.length; j++) {
+      sum += sorted[j]!.cost;
+      worst = Math.max(worst, sum - bound(sorted[j]!.atMs - sorted[i]!.atMs));
+    }
+  }
+  return worst;
+}
+
+const admission = fc.record({
+  atMs: fc.integer({ min: 0, max: 3000 }),
+  cost: fc.oneof(fc.constant(1), fc.integer({ min: 1, max: 5 }), fc.double({ min: 0, max: 3, noNaN: true })),
+});
+
+describe('worstWindow', () => {
+  it('finds the same worst excess as every pair, for the pure bound and the lease bound', () => {
+    fc.assert(
+      fc.property(
+        fc.array(admission, { minLength: 1, maxLength: 80 }),
+        fc.integer({ min: 1, max: 20 }),
+        fc.integer({ min: 1, max: 500 }),
+        fc.constantFrom(0, 100, 1000),
+        (admissions, capacity, rate, leaseMs) => {
+          const bound = tokenBucketBound(capacity, rate, leaseMs);
+          const worst = worstWindow(admissions, bound);
+          expect(worst.excess).toBeCloseTo(bruteForce(admissions, bound), 9);
+          expect(worst.bound).toBeCloseTo(bound(worst.windowMs), 9);
+          expect(worst.windowMs).toBe(worst.toMs - worst.fromMs);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('checks a bound with steps exactly when told the length of its affine pieces', () => {
+    // The optimistic cold-start bound's shape: C + r·(W + L) + n·c·(1 + ⌊W/S⌋).
+    fc.assert(
+      fc.property(
+        fc.array(admission, { minLength: 1, maxLength: 80 }),
+        fc.integer({ min: 50, max: 1500 }),
+        (admissions, stepMs) => {
+          const bound: WindowBound = (w) => 5 + (40 * (w + 100)) / 1000 + 3 * (1 + Math.floor(w / stepMs));
+          const worst = worstWindow(admissions, bound, { pieceMs: stepMs });
+          expect(worst.excess).toBeCloseTo(bruteForce(admissions, bound), 9);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('names the window and the numbers of a breach', () => {
+    // 10 at t=0, 10 at t=100: 20 in 100 ms against 10 + 50/s × 0.1 s = 15.
+    const stamps = [...Array(10).fill(0), ...Array(10).fill(100)];
+    const worst = worstWindow(stamps, tokenBucketBound(10, 50));
+    expect(worst).toEqual({
+      admitted: 20,
+      fromMs: 0,
+      toMs: 100,
+      windowMs: 100,
+      bound: 15,
+      excess: 5,
+      held: false,
+    });
+    expect(worstWindow(stamps, tokenBucketBound(10, 100)).held).toBe(true);
+  });
+
+  it('holds a bound met to the last token, and nothing for no admissions', () => {
+    const exact = Array.from({ length: 101 }, (_, i) => ({ atMs: i * 10, cost: i === 0 ? 5 : 1 }));
+    const worst = worstWindow(exact, tokenBucketBound(5, 100));
+    expect(worst.excess).toBeLessThanOrEqual(WINDOW_EPSILON);
+    expect(worst.held).toBe(true);
+    expect(worstWindow([], tokenBucketBound(3, 1))).toMatchObject({ admitted: 0, excess: -3, held: true });
+  });
+
+  it('refuses a bound that is not affine where it was told it is', () => {
+    const stepped: WindowBound = (w) => 10 + Math.floor(w / 100);
+    expect(() => worstWindow([0, 50, 150], stepped)).toThrow(/not affine .*pass pieceMs/);
+    expect(() => worstWindow([0, 50, 150], stepped, { pieceMs: 100 })).not.toThrow();
+    expect(() => worstWindow([0], tokenBucketBound(1, 1), { pieceMs: 0 })).toThrow(RangeError);
+    expect(() => worstWindow([{ atMs: Number.NaN, cost: 1 }], tokenBucketBound(1, 1))).toThrow(RangeError);
+  });
+
+  it('checks 40,000 stamps in well under a second', () => {
+    // 8 processes × 5 s at saturation: the size a multi-process test produces.
+    const stamps = Array.from({ length: 40_000 }, (_, i) => Math.floor(i / 8));
+    const started = performance.now();
+    const worst = worstWindow(stamps, tokenBucketBound(100, 8000, 20), { pieceMs: 1000 });
+    const elapsedMs = performance.now() - started;
+    console.info(`worstWindow: 40,000 stamps, 5 pieces, ${elapsedMs.toFixed(1)} ms`);
+    expect(worst.held).toBe(true);
+  });
+});
+
+describe('mostInWindow', () => {
+  it('is the most admitted in any closed window of the length', () => {
+    fc.assert(
+      fc.property(
+        fc.array(admission, { maxLength: 60 }),
+        fc.integer({ min: 0, max: 1000 }),
+        (admissions, w) => {
+          const flat = admissions.map((a) => ({ ...a }));
+          let most = 0;
+          for (const start of flat) {
+            const inside = flat.filter((a) => a.atMs >= start.atMs && a.atMs <= start.atMs + w);
+            most = Math.max(
+              most,
+              inside.reduce((s, a) => s + a.cost, 0),
+            );
+          }
+          expect(mostInWindow(admissions, w).admitted).toBeCloseTo(most, 9);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});
+
+let redis: RedisServer;
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(() => redis.stop());
+
+describe('INFO commandstats', () => {
+  it('parses Redis 7 lines, rejected calls counted as calls', () => {
+    const info = [
+      '# Commandstats',
+      'cmdstat_evalsha:calls=10,usec=300,usec_per_call=30.00,rejected_calls=2,failed_calls=1',
+      'cmdstat_client|setname:calls=1,usec=2,usec_per_call=2.00,rejected_calls=0,failed_calls=0',
+      'cmdstat_hset:calls=7,usec=14,usec_per_call=2.00',
+    ].join('\r\n');
+    expect(parseCommandStats(info)).toEqual(
+      new Map([
+        ['evalsha', { calls: 12, usec: 300 }],
+        ['client|setname', { calls: 1, usec: 2 }],
+        ['hset', { calls: 7, usec: 14 }],
+      ]),
+    );
+  });
+
+  it('counts script calls as round trips and what runs inside them as commands, from a real server', async () => {
+    const client = redis.client();
+    const key = `kit-${process.pid}`;
+    const before = await readCommandStats(client);
+    for (let i = 0; i < 5; i++) {
+      await client.eval("redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])", 1, key, i);
+    }
+    await client.del(key);
+    await client.ping();
+    const delta = commandDelta(before, await readCommandStats(client));
+    expect(delta.roundTrips).toBe(5);
+    expect(delta.byCommand).toEqual({ eval: 5, set: 5, get: 5, del: 1 });
+    expect(delta.commands).toBe(16);
+    expect(delta.roundTripUsec).toBeGreaterThan(0);
+  });
+});
+
+describe('fleet worker (runFleet)', () => {
+  const orders = (extra: Partial<FleetOrders>): FleetOrders => ({
+    url: redis.url,
+    prefix: uniquePrefix('kit'),
+    tier: 'request',
+    capacity: 2,
+    refillPerSecond: 1,
+    instances: 2,
+    durationMs: 600,
+    maxDecisions: 200,
+    ...extra,
+  });
+
+  it('takes many keys in turn and reports admissions per key, every decision accounted for', async () => {
+    const prefix = uniquePrefix('kit');
+    const reports = await runFleet([
+      orders({ prefix, keys: 3 }),
+      orders({ prefix, keys: 3, tier: 'tiered' }),
+    ]);
+    for (const r of reports) {
+      expect(r.decisions).toBe(200);
+      expect(r.allowed + r.denied + r.fallback.allowed + r.fallback.denied).toBe(r.decisions);
+      expect(r.admittedAtByKey).toHaveLength(3);
+      expect(r.admittedAtByKey!.flat().sort()).toEqual([...r.admittedAt].sort());
+      expect(r.loopDelayMs.max).toBeGreaterThanOrEqual(0);
+      expect(r.stats).toBeTypeOf('object');
+    }
+    // Three keys of capacity 2 refilled 1/s over well under 2 s, shared by both processes.
+    const admitted = reports.reduce((sum, r) => sum + r.allowed, 0);
+    expect(admitted).toBeGreaterThanOrEqual(6);
+    expect(admitted).toBeLessThanOrEqual(6 + 3 * 2);
+  });
+
+  it('passes unknown limiter options through verbatim, and paces a loop when told a rate', async () => {
+    // shadow: the limit decides but never enforces, so every decision admits.
+    const [shadow] = await runFleet([orders({ options: { shadow: true }, requestsPerSecond: 50 })]);
+    expect(shadow!.decisions).toBeGreaterThan(5);
+    expect(shadow!.decisions).toBeLessThanOrEqual(50);
+    expect(shadow!.allowed).toBe(shadow!.decisions);
+    const [enforced] = await runFleet([orders({ requestsPerSecond: 50 })]);
+    expect(enforced!.denied).toBeGreaterThan(0);
+  });
+});
