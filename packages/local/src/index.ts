@@ -36,6 +36,7 @@ export type { RequestLimiterOptions, RequestLimiterStats } from './request-limit
 export { RequestLimiter } from './request-limiter.js';
 export type { MemoryStoreOptions } from './stores/memory-store.js';
 export { MemoryStore } from './stores/memory-store.js';
+export type { ColdStartOptions, SyncOptions } from './tiered/fleet-options.js';
 export type { LeaseOptions, TieredLimiterOptions } from './tiered/options.js';
-export type { TieredLimiterStats } from './tiered/stats.js';
+export type { TieredLimiterEvents, TieredLimiterStats } from './tiered/stats.js';
 export { TieredLimiter } from './tiered/tiered-limiter.js';

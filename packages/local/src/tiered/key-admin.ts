@@ -12,8 +12,8 @@ import { assertTokens } from '../management.js';
 import type { Lease } from './lease.js';
 import type { LeaseBook } from './lease-book.js';
 
-/** What a two-tier limiter's management calls need of it. */
-export interface TieredParts {
+/** What a two-tier limiter's management calls and cold path need of it. */
+export interface KeyParts {
   readonly store: GuardedStore;
   readonly book: LeaseBook;
   readonly leases: LRUCache<string, Lease>;
@@ -27,9 +27,9 @@ export interface TieredParts {
  * none. A store failure resolves the policy's decision (`peek`) or `false` (the others).
  */
 export class KeyAdmin {
-  readonly #parts: TieredParts;
+  readonly #parts: KeyParts;
 
-  constructor(parts: TieredParts) {
+  constructor(parts: KeyParts) {
     this.#parts = parts;
   }
 

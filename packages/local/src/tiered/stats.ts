@@ -1,4 +1,5 @@
-import type { LimiterStats } from '@tiered-limiter/core';
+import type { LimiterEvents, LimiterStats } from '@tiered-limiter/core';
+import type { TieredParts } from './wiring.js';
 
 /** Counters of a `TieredLimiter` since it was made. */
 export interface TieredLimiterStats extends LimiterStats {
@@ -67,4 +68,40 @@ export class TieredCounters {
     const count = this.#latencyCount;
     return { count, mean: count === 0 ? 0 : this.#latencySum / count, max: this.#latencyMax };
   }
+}
+
+/** A `TieredLimiterStats` snapshot of a limiter's parts. */
+export function tieredStats(parts: TieredParts): TieredLimiterStats {
+  const { store, counters: c, book, syncer, config, leases } = parts;
+  const counts = store.counts;
+  return {
+    decisions: { lease: counts.lease, global: counts.global, fallback: counts.fallback },
+    allowed: counts.allowed,
+    denied: counts.denied,
+    roundTrips: c.refills + c.refunds,
+    refills: c.refills,
+    refunds: c.refunds,
+    tokensLeased: c.tokensLeased,
+    tokensTaken: c.tokensTaken,
+    tokensRefunded: c.tokensRefunded,
+    tokensExpired: c.tokensExpired,
+    tokensUnreported: c.tokensUnreported,
+    tokensOptimistic: c.tokensOptimistic,
+    tokensHeld: book.held(),
+    refillLatencyMs: c.latencySummary(),
+    fallbackMs: store.guard.degradedMs,
+    degraded: store.guard.degraded,
+    keys: leases.size,
+    instances: syncer?.instances ?? config.instances,
+    syncPeriodMs: syncer?.periodMs,
+  };
+}
+
+/** Events of a `TieredLimiter`: the store's, and the fleet's size when it outgrows the declared one. */
+export interface TieredLimiterEvents extends LimiterEvents {
+  /**
+   * The store reports more live instances than `instances` declared: fair shares and the optimistic
+   * cold start's bound assumed fewer. The limiter sizes its leases by the live count already.
+   */
+  fleet: [info: { instances: number; declared: number | undefined }];
 }

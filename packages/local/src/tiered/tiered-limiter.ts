@@ -1,22 +1,16 @@
 import { EventEmitter } from 'node:events';
 import {
   allowDecision,
-  assertClock,
   assertCost,
   assertKey,
   assertLimits,
-  type Clock,
   ClosedError,
-  ConfigError,
   type Decision,
   denyDecision,
-  type LimiterEvents,
   type LimitSpec,
   type SyncLimiter,
   smallestCapacity,
-  tightestWhenFull,
 } from '@tiered-limiter/core';
-import type { LRUCache } from 'lru-cache';
 import {
   type AcquireOptions,
   type AcquireResult,
@@ -24,112 +18,53 @@ import {
   assertAcquireOptions,
   KeyedQueue,
 } from '../acquire.js';
-import { decisionOf, GuardedStore } from '../guard/guarded-store.js';
-import { lruTable } from '../table.js';
-import { ColdStart } from './cold-start.js';
-import { KeyAdmin } from './key-admin.js';
-import { type Lease, Lease as LeaseState, nextHead, spend } from './lease.js';
-import { LeaseBook } from './lease-book.js';
-import { resolveTieredOptions, type TieredConfig, type TieredLimiterOptions } from './options.js';
-import { Refiller } from './refiller.js';
-import { acquireSharedClock, touchSharedClock } from './shared-clock.js';
-import { TieredCounters, type TieredLimiterStats } from './stats.js';
-import { Syncer } from './sync.js';
-
-/** Refills one request waits through before it stops losing the race to other waiters. */
-const MAX_ATTEMPTS = 4;
-
-/** Events of a `TieredLimiter`: the store's, and the fleet's size when it outgrows the declared one. */
-export interface TieredLimiterEvents extends LimiterEvents {
-  /**
-   * The store reports more live instances than `instances` declared: fair shares and the optimistic
-   * cold start's bound assumed fewer. The limiter sizes its leases by the live count already.
-   */
-  fleet: [info: { instances: number; declared: number | undefined }];
-}
+import { type Lease, nextHead } from './lease.js';
+import type { TieredLimiterOptions } from './options.js';
+import { touchSharedClock } from './shared-clock.js';
+import { type TieredLimiterEvents, type TieredLimiterStats, tieredStats } from './stats.js';
+import { type TieredParts, wireTiered } from './wiring.js';
 
 /**
- * The two-tier limiter: most decisions come from tokens this instance leased in batches from
- * the shared store, with no round trip and no promise (`tryConsume`); a lease is refilled in the
- * background before it runs dry, handed back when it expires, and denials from the global bucket
- * are remembered until it can have tokens again. The store holds leased tokens against the
- * bucket's room until they are spent or handed back, so the fleet admits no more than the one
- * bucket would. While the store is away the limit's `failurePolicy` decides, leftover leased
- * tokens first, and a breaker keeps requests from paying the timeout; it recovers by itself.
+ * The two-tier limiter: most decisions come from tokens this instance leased in batches from the
+ * shared store, with no round trip and no promise (`tryConsume`); leases come with a periodic
+ * sync (or on demand), expired tokens go back, and global denials are remembered until the bucket
+ * can have tokens again. The store holds leased tokens against the bucket's room until they are
+ * spent or handed back, so the fleet admits no more than the one bucket would (docs/ACCURACY.md).
+ * While the store is away the `failurePolicy` decides, leftover leased tokens first.
  *
  * @example
- * const limiter = new TieredLimiter({
- *   store: new MemoryStore(),
- *   limits: perSecond(100),
- *   failurePolicy: 'local',
- *   instances: 4,
- * });
+ * const limiter = new TieredLimiter({ store: new MemoryStore(), limits: perSecond(100), failurePolicy: 'open' });
  * const decision = limiter.tryConsume('user:42') ?? (await limiter.consume('user:42'));
  */
 export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements SyncLimiter {
   #limits: readonly LimitSpec[];
   #maxCost: number;
-  readonly #config: TieredConfig;
-  readonly #clock: Clock;
-  /** The shared clock's slot, or `undefined` to read `#clock` on every decision. */
+  readonly #parts: TieredParts;
+  // The hot path's own references, one property load away.
+  readonly #leases: TieredParts['leases'];
   readonly #view: Float64Array | undefined;
-  readonly #store: GuardedStore;
-  readonly #counters = new TieredCounters();
-  readonly #refiller: Refiller;
-  readonly #book: LeaseBook;
-  readonly #leases: LRUCache<string, Lease>;
+  readonly #counts: TieredParts['store']['counts'];
   readonly #waiters = new KeyedQueue();
   readonly #closing = new AbortController();
-  readonly #admin: KeyAdmin;
-  readonly #syncer: Syncer | undefined;
-  readonly #coldStart: ColdStart | undefined;
   #lastKey: string | undefined;
-  #denials = 0;
   #lastLease: Lease | undefined;
+  #denials = 0;
   #closed: Promise<void> | undefined;
 
   constructor(options: TieredLimiterOptions) {
     super();
-    if (options === null || typeof options !== 'object')
-      throw new ConfigError('options', options, 'an object');
-    this.#clock = options.clock === undefined ? performance : assertClock('clock', options.clock);
-    this.#limits = assertLimits('limits', options.limits);
-    this.#maxCost = smallestCapacity(this.#limits);
-    this.#config = resolveTieredOptions(options, this.#limits);
-    this.#store = new GuardedStore(this.#config.storeOptions, this.#limits, this.#clock, this);
-    this.#refiller = new Refiller(this.#store, this.#config, this.#clock, this.#counters, () => this.#limits);
-    this.#leases = lruTable<string, Lease>(this.#config.maxKeys, (lease) => this.#evicted(lease));
-    const shared = options.clock === undefined && !this.#config.exactClock ? acquireSharedClock() : undefined;
-    this.#view = shared?.view;
-    const config = this.#config;
-    this.#syncer =
-      config.sync === undefined
-        ? undefined
-        : new Syncer(config, this.#refiller, this.#store.store, config.sync.budget, config.instanceId);
-    this.#coldStart = config.coldStart === undefined ? undefined : new ColdStart(config.coldStart);
-    const onFleet = (live: number) => {
-      if (config.instances !== undefined && live > config.instances) {
-        this.emit('fleet', { instances: live, declared: config.instances });
-      }
-    };
-    this.#book = new LeaseBook(
-      this,
-      this.#refiller,
-      this.#counters,
-      this.#clock,
-      config,
-      shared !== undefined,
-      this.#syncer,
-      onFleet,
-    );
-    this.#admin = new KeyAdmin({
-      store: this.#store,
-      book: this.#book,
-      leases: this.#leases,
-      clock: this.#clock,
+    const { limits, parts } = wireTiered(options, {
+      owner: this,
       limits: () => this.#limits,
-      leaseFor: (key) => this.#leaseFor(key),
+      evicted: (lease) => this.#evicted(lease),
+      fleet: (info) => this.emit('fleet', info),
     });
+    this.#limits = limits;
+    this.#maxCost = smallestCapacity(limits);
+    this.#parts = parts;
+    this.#leases = parts.leases;
+    this.#view = parts.view;
+    this.#counts = parts.store.counts;
   }
 
   /** The limits, all-or-nothing, as in force now. */
@@ -139,12 +74,12 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
 
   /** The declared failure policy. */
   get failurePolicy() {
-    return this.#store.policy.policy;
+    return this.#parts.store.policy.policy;
   }
 
   /** Whether the store is considered down (the breaker is open or probing). */
   get degraded(): boolean {
-    return this.#store.guard.degraded;
+    return this.#parts.store.guard.degraded;
   }
 
   /**
@@ -162,12 +97,12 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     } else {
       assertKey(key);
       lease = this.#leases.get(key);
-      if (lease === undefined) return this.#coldStart === undefined ? undefined : this.#optimistic(key, cost);
+      if (lease === undefined) return this.#parts.cold.optimistic(key, cost);
       this.#lastKey = key;
       this.#lastLease = lease;
     }
     const view = this.#view;
-    const now = view === undefined ? this.#clock.now() : view[0]!;
+    const now = view === undefined ? this.#parts.clock.now() : view[0]!;
     const grant = lease.head;
     if (grant !== undefined && grant.left >= cost && now < grant.expiresAtMs) {
       grant.left -= cost;
@@ -176,9 +111,9 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       lease.used += cost;
       if (grant.left === 0) nextHead(lease);
       if (lease.tokens <= lease.lowWater && lease.refill === undefined && now >= lease.deniedUntilMs) {
-        void this.#refiller.refill(lease, 1, false);
+        void this.#parts.refiller.refill(lease, 1, false);
       }
-      const counts = this.#store.counts;
+      const counts = this.#counts;
       counts.lease++;
       counts.allowed++;
       return allowDecision(lease.tokens + lease.globalRemaining, lease.resetMs, lease.limit, 'lease');
@@ -187,7 +122,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       // A clock thread starved of CPU reads early, which only keeps a denial a little past its
       // end; every 256th remembered denial checks the real clock so that it cannot keep it long.
       if (view !== undefined && (++this.#denials & 255) === 0) return this.#denyOnRealClock(lease);
-      return this.#store.count(
+      return this.#parts.store.count(
         denyDecision(lease.deniedUntilMs - now, lease.tokens, lease.resetMs, lease.limit, 'lease'),
       );
     }
@@ -196,9 +131,9 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
 
   #denyOnRealClock(lease: Lease): Decision | undefined {
     touchSharedClock();
-    const now = this.#clock.now();
+    const now = this.#parts.clock.now();
     if (now >= lease.deniedUntilMs) return undefined;
-    return this.#store.count(
+    return this.#parts.store.count(
       denyDecision(lease.deniedUntilMs - now, lease.tokens, lease.resetMs, lease.limit, 'lease'),
     );
   }
@@ -210,7 +145,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
    */
   consume(key: string, cost = 1): Promise<Decision> {
     const fast = this.tryConsume(key, cost);
-    return fast === undefined ? this.#consumeSlow(key, cost) : Promise.resolve(fast);
+    return fast === undefined ? this.#parts.cold.consume(key, cost) : Promise.resolve(fast);
   }
 
   /**
@@ -226,7 +161,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       this.#waiters,
       key,
       () => this.consume(key, cost),
-      this.#clock,
+      this.#parts.clock,
       checked,
       this.#closing.signal,
     );
@@ -235,67 +170,45 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
   /** What a request of cost 1 would get now, taking nothing: the global bucket plus this lease. */
   peek(key: string): Promise<Decision> {
     this.#check(key);
-    return this.#admin.peek(key);
+    return this.#parts.admin.peek(key);
   }
 
   /** Forgets `key` everywhere: its lease here (nothing handed back) and its global buckets. */
   reset(key: string): Promise<boolean> {
     this.#check(key);
-    return this.#admin.reset(key);
+    return this.#parts.admin.reset(key);
   }
 
   /** Gives `tokens` back to `key`'s global buckets, never past their room; resolves whether done. */
   reward(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
-    return this.#admin.reward(key, tokens);
+    return this.#parts.admin.reward(key, tokens);
   }
 
   /** Takes `tokens` from `key`'s global buckets regardless (at most a capacity into debt). */
   penalty(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
-    return this.#admin.penalty(key, tokens);
+    return this.#parts.admin.penalty(key, tokens);
   }
 
   /** Denies `key` for `ms` here with no round trip; its leased tokens go back to the store. */
   block(key: string, ms: number): void {
     this.#check(key);
-    this.#admin.block(key, ms);
+    this.#parts.admin.block(key, ms);
   }
 
   /** Replaces the limits; keys keep their state, leases follow at their next refill. */
   setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
     const next = assertLimits('limits', limits);
-    this.#store.setLimits(next);
+    this.#parts.store.setLimits(next);
     this.#limits = next;
     this.#maxCost = smallestCapacity(next);
-    this.#refiller.resize(next);
+    this.#parts.refiller.resize(next);
   }
 
   /** Counters since the limiter was made. */
   stats(): TieredLimiterStats {
-    const counts = this.#store.counts;
-    const c = this.#counters;
-    return {
-      decisions: { lease: counts.lease, global: counts.global, fallback: counts.fallback },
-      allowed: counts.allowed,
-      denied: counts.denied,
-      roundTrips: c.refills + c.refunds,
-      refills: c.refills,
-      refunds: c.refunds,
-      tokensLeased: c.tokensLeased,
-      tokensTaken: c.tokensTaken,
-      tokensRefunded: c.tokensRefunded,
-      tokensExpired: c.tokensExpired,
-      tokensUnreported: c.tokensUnreported,
-      tokensHeld: this.#book.held(),
-      refillLatencyMs: c.latencySummary(),
-      fallbackMs: this.#store.guard.degradedMs,
-      degraded: this.#store.guard.degraded,
-      keys: this.#leases.size,
-      tokensOptimistic: c.tokensOptimistic,
-      instances: this.#syncer?.instances ?? this.#config.instances,
-      syncPeriodMs: this.#syncer?.periodMs,
-    };
+    return tieredStats(this.#parts);
   }
 
   /**
@@ -309,11 +222,11 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       this.#lastKey = undefined;
       this.#lastLease = undefined;
       const leases = [...this.#leases.values()];
-      this.#closed = this.#book
+      this.#closed = this.#parts.book
         .close(leases, () => this.#leases.clear())
         .then(() => {
           this.removeAllListeners();
-          this.#store.close();
+          this.#parts.store.close();
         });
     }
     return this.#closed;
@@ -324,73 +237,11 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     assertKey(key);
   }
 
-  async #consumeSlow(key: string, cost: number): Promise<Decision> {
-    let lease = this.#leaseFor(key);
-    for (let attempt = 0; ; attempt++) {
-      // Evicted while this request waited: its tokens went back; carry on with a fresh lease.
-      if (lease.detached) lease = this.#leaseFor(key);
-      const now = this.#clock.now();
-      this.#book.expire(lease, now);
-      const tier = attempt === 0 ? 'lease' : 'global';
-      if (spend(lease, cost)) {
-        return this.#store.count(
-          allowDecision(lease.tokens + lease.globalRemaining, lease.resetMs, lease.limit, tier),
-        );
-      }
-      if (now < lease.deniedUntilMs) {
-        return this.#store.count(
-          denyDecision(lease.deniedUntilMs - now, lease.tokens, lease.resetMs, lease.limit, tier),
-        );
-      }
-      if (attempt === MAX_ATTEMPTS) {
-        // Other waiters keep winning the tokens this request's refills bring: say so, briefly.
-        return this.#store.count(denyDecision(1, lease.tokens, lease.resetMs, lease.limit, 'global'));
-      }
-      lease.pendingCost += cost;
-      const result = await this.#refiller.refill(lease, Math.max(1, cost - lease.tokens));
-      lease.pendingCost -= cost;
-      if (!result.ok) return this.#store.byPolicy(key, cost, result.error);
-      // The call's own outcome: a take's token is this request's, a denial is the reply's.
-      if (lease.taken >= cost) {
-        lease.taken -= cost;
-        lease.used += cost;
-        return this.#store.count(decisionOf(result.value, this.#limits, 'global'));
-      }
-      if (result.value.granted === 0) {
-        return this.#store.count(decisionOf(result.value, this.#limits, 'global'));
-      }
-    }
-  }
-
-  /** Optimistic cold start: a key this instance has no state for, admitted now and charged next flush. */
-  #optimistic(key: string, cost: number): Decision | undefined {
-    const coldStart = this.#coldStart!;
-    if (cost > coldStart.credit || this.#store.guard.degraded) return undefined;
-    const now = this.#clock.now();
-    if (!coldStart.claim(key, now)) return undefined;
-    const lease = this.#leaseFor(key);
-    lease.debt += cost;
-    lease.used += cost;
-    void this.#refiller.settle(lease);
-    this.#counters.tokensOptimistic += cost;
-    const spec = lease.limit;
-    return this.#store.count(allowDecision(spec.capacity - cost, 0, spec, 'local'));
-  }
-
   #evicted(lease: Lease): void {
     if (this.#lastLease === lease) {
       this.#lastKey = undefined;
       this.#lastLease = undefined;
     }
-    this.#book.evicted(lease);
-  }
-
-  #leaseFor(key: string): Lease {
-    let lease = this.#leases.get(key);
-    if (lease === undefined) {
-      lease = new LeaseState(key, this.#clock.now(), tightestWhenFull(this.#limits));
-      this.#leases.set(key, lease);
-    }
-    return lease;
+    this.#parts.book.evicted(lease);
   }
 }

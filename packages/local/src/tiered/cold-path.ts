@@ -1,0 +1,92 @@
+import { allowDecision, type Decision, denyDecision } from '@tiered-limiter/core';
+import { decisionOf } from '../guard/guarded-store.js';
+import type { ColdStart } from './cold-start.js';
+import type { KeyParts } from './key-admin.js';
+import { spend } from './lease.js';
+import type { Refiller } from './refiller.js';
+import type { TieredCounters } from './stats.js';
+
+/** Refills one request waits through before it stops losing the race to other waiters. */
+const MAX_ATTEMPTS = 4;
+
+/**
+ * The two-tier limiter's path for a request the hot path could not decide: spend from the lease
+ * what the hot path could not (a cost across grants, an expired head), else wait for the call in
+ * flight or a new one (a lease, or a take for a sparse key), else the policy; and optimistic cold
+ * start. Each request's outcome is its own call's: a take's token, or the reply's denial.
+ */
+export class ColdPath {
+  readonly #parts: KeyParts;
+  readonly #refiller: Refiller;
+  readonly #counters: TieredCounters;
+  readonly #coldStart: ColdStart | undefined;
+
+  constructor(
+    parts: KeyParts,
+    refiller: Refiller,
+    counters: TieredCounters,
+    coldStart: ColdStart | undefined,
+  ) {
+    this.#parts = parts;
+    this.#refiller = refiller;
+    this.#counters = counters;
+    this.#coldStart = coldStart;
+  }
+
+  /** Takes `cost` tokens for `key` once the hot path has said it cannot. Never rejects. */
+  async consume(key: string, cost: number): Promise<Decision> {
+    const { store, book, clock } = this.#parts;
+    let lease = this.#parts.leaseFor(key);
+    for (let attempt = 0; ; attempt++) {
+      // Evicted while this request waited: its tokens went back; carry on with a fresh lease.
+      if (lease.detached) lease = this.#parts.leaseFor(key);
+      const now = clock.now();
+      book.expire(lease, now);
+      const tier = attempt === 0 ? 'lease' : 'global';
+      if (spend(lease, cost)) {
+        return store.count(
+          allowDecision(lease.tokens + lease.globalRemaining, lease.resetMs, lease.limit, tier),
+        );
+      }
+      if (now < lease.deniedUntilMs) {
+        return store.count(
+          denyDecision(lease.deniedUntilMs - now, lease.tokens, lease.resetMs, lease.limit, tier),
+        );
+      }
+      if (attempt === MAX_ATTEMPTS) {
+        // Other waiters keep winning the tokens this request's refills bring: say so, briefly.
+        return store.count(denyDecision(1, lease.tokens, lease.resetMs, lease.limit, 'global'));
+      }
+      lease.pendingCost += cost;
+      const result = await this.#refiller.refill(lease, Math.max(1, cost - lease.tokens));
+      lease.pendingCost -= cost;
+      if (!result.ok) return store.byPolicy(key, cost, result.error);
+      if (lease.taken >= cost) {
+        lease.taken -= cost;
+        lease.used += cost;
+        return store.count(decisionOf(result.value, this.#parts.limits(), 'global'));
+      }
+      if (result.value.granted === 0)
+        return store.count(decisionOf(result.value, this.#parts.limits(), 'global'));
+    }
+  }
+
+  /**
+   * Optimistic cold start: a key this instance has no state for, admitted now and charged to the
+   * store in this tick's flush; `undefined` when optimism does not apply (a cost above the credit,
+   * a degraded store, the key's spacing not yet over).
+   */
+  optimistic(key: string, cost: number): Decision | undefined {
+    const coldStart = this.#coldStart;
+    const { store, clock } = this.#parts;
+    if (coldStart === undefined || cost > coldStart.credit || store.guard.degraded) return undefined;
+    if (!coldStart.claim(key, clock.now())) return undefined;
+    const lease = this.#parts.leaseFor(key);
+    lease.debt += cost;
+    lease.used += cost;
+    void this.#refiller.settle(lease);
+    this.#counters.tokensOptimistic += cost;
+    const spec = lease.limit;
+    return store.count(allowDecision(spec.capacity - cost, 0, spec, 'local'));
+  }
+}

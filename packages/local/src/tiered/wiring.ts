@@ -1,0 +1,116 @@
+import type { EventEmitter } from 'node:events';
+import {
+  assertClock,
+  assertLimits,
+  type Clock,
+  ConfigError,
+  type LimiterEvents,
+  type LimitSpec,
+  tightestWhenFull,
+} from '@tiered-limiter/core';
+import type { LRUCache } from 'lru-cache';
+import { GuardedStore } from '../guard/guarded-store.js';
+import { lruTable } from '../table.js';
+import { ColdPath } from './cold-path.js';
+import { ColdStart } from './cold-start.js';
+import { KeyAdmin } from './key-admin.js';
+import { Lease } from './lease.js';
+import { LeaseBook } from './lease-book.js';
+import { resolveTieredOptions, type TieredConfig, type TieredLimiterOptions } from './options.js';
+import { Refiller } from './refiller.js';
+import { acquireSharedClock } from './shared-clock.js';
+import { TieredCounters } from './stats.js';
+import { Syncer } from './sync.js';
+
+/** What a `TieredLimiter` asks of itself while its parts are wired. */
+export interface TieredHooks {
+  /** The limiter: events are emitted on it, and the lease book lets it go when it is collected. */
+  readonly owner: Pick<EventEmitter<LimiterEvents>, 'emit'>;
+  /** The limits in force (they change with `setLimits`); `undefined` while the limiter is built. */
+  limits(): readonly LimitSpec[] | undefined;
+  /** A lease left the table. */
+  evicted(lease: Lease): void;
+  /** The live fleet outgrew the declared one. */
+  fleet(info: { instances: number; declared: number | undefined }): void;
+}
+
+/** A two-tier limiter's parts, wired one way: hot path → cold path → refiller → guard → store. */
+export interface TieredParts {
+  readonly config: TieredConfig;
+  readonly clock: Clock;
+  /** The shared clock's slot, or `undefined` to read `clock` on every decision. */
+  readonly view: Float64Array | undefined;
+  readonly store: GuardedStore;
+  readonly counters: TieredCounters;
+  readonly refiller: Refiller;
+  readonly leases: LRUCache<string, Lease>;
+  readonly book: LeaseBook;
+  readonly syncer: Syncer | undefined;
+  readonly admin: KeyAdmin;
+  readonly cold: ColdPath;
+  /** The lease of `key`, made (empty) if there is none. */
+  leaseFor(key: string): Lease;
+}
+
+/** Checks `options` (a `ConfigError` names the one refused) and builds the parts of a limiter. */
+export function wireTiered(
+  options: TieredLimiterOptions,
+  hooks: TieredHooks,
+): { limits: readonly LimitSpec[]; parts: TieredParts } {
+  if (options === null || typeof options !== 'object') throw new ConfigError('options', options, 'an object');
+  const clock = options.clock === undefined ? performance : assertClock('clock', options.clock);
+  const limits = assertLimits('limits', options.limits);
+  const config = resolveTieredOptions(options, limits);
+  // The limiter's own limits once it holds them (setLimits changes them); these until then.
+  const limitsNow = () => hooks.limits() ?? limits;
+  const counters = new TieredCounters();
+  const store = new GuardedStore(config.storeOptions, limits, clock, hooks.owner);
+  const refiller = new Refiller(store, config, clock, counters, limitsNow);
+  const leases = lruTable<string, Lease>(config.maxKeys, (lease) => hooks.evicted(lease));
+  const shared = options.clock === undefined && !config.exactClock ? acquireSharedClock() : undefined;
+  const syncer =
+    config.sync === undefined
+      ? undefined
+      : new Syncer(config, refiller, store.store, config.sync.budget, config.instanceId);
+  const onFleet = (live: number) => {
+    if (config.instances !== undefined && live > config.instances)
+      hooks.fleet({ instances: live, declared: config.instances });
+  };
+  const book = new LeaseBook(
+    hooks.owner,
+    refiller,
+    counters,
+    clock,
+    config,
+    shared !== undefined,
+    syncer,
+    onFleet,
+  );
+  const leaseFor = (key: string): Lease => {
+    let lease = leases.get(key);
+    if (lease === undefined) {
+      lease = new Lease(key, clock.now(), tightestWhenFull(limitsNow()));
+      leases.set(key, lease);
+    }
+    return lease;
+  };
+  const keyParts = { store, book, leases, clock, limits: limitsNow, leaseFor };
+  const coldStart = config.coldStart === undefined ? undefined : new ColdStart(config.coldStart);
+  return {
+    limits,
+    parts: {
+      config,
+      clock,
+      view: shared?.view,
+      store,
+      counters,
+      refiller,
+      leases,
+      book,
+      syncer,
+      admin: new KeyAdmin(keyParts),
+      cold: new ColdPath(keyParts, refiller, counters, coldStart),
+      leaseFor,
+    },
+  };
+}
