@@ -1,9 +1,40 @@
 export { ClientSet, whenReady } from './clients.js';
 export { FakeClock } from './fake-clock.js';
+export type { DecidingLimiter } from './limits-still.js';
+export { decide, proveStillLimits } from './limits-still.js';
+export type { OptionCase, OptionKind, OptionTable, Outcome, Subject } from './option-matrix.js';
+export {
+  BAD_VALUES,
+  CaseCount,
+  expectNamed,
+  mustRefuse,
+  nest,
+  show,
+  tryEveryValue,
+  tryOption,
+  valuesOf,
+  withOption,
+} from './option-matrix.js';
+export type { LimiterFactory } from './option-tables.js';
+export {
+  acquireOptions,
+  httpOptions,
+  limitOptions,
+  localLimiterOptions,
+  memoryStoreOptions,
+  rateOptions,
+  redisStoreOptions,
+  requestLimiterOptions,
+  storeLimiterOptions,
+  TINY,
+  tieredLimiterOptions,
+} from './option-tables.js';
 export { findBinary, freePort, LOOPBACK, portIsFree, RedisProcess } from './processes.js';
 export { sleepAtLeast, sleepUntil, stopwatch } from './real-time.js';
 export type { ClusterNode, ClusterStartOptions, RedisCluster } from './redis-cluster.js';
 export { startCluster } from './redis-cluster.js';
 export type { RedisServer, RedisSource } from './redis-server.js';
 export { startRedis } from './redis-server.js';
+export type { StoreCall, StoreMode } from './store-doubles.js';
+export { ScriptedStore } from './store-doubles.js';
 export { uniquePrefix } from './unique-prefix.js';

@@ -1,5 +1,6 @@
 import {
   applyBucketOp,
+  assertClock,
   assertInteger,
   type BucketOp,
   type BucketReply,
@@ -59,11 +60,7 @@ export class MemoryStore implements GlobalStore {
   constructor(options: MemoryStoreOptions = {}) {
     if (options === null || typeof options !== 'object')
       throw new ConfigError('options', options, 'an object');
-    const clock = options.clock ?? performance;
-    if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function') {
-      throw new ConfigError('clock', clock, 'an object with a now() method');
-    }
-    this.#clock = clock;
+    this.#clock = options.clock === undefined ? performance : assertClock('clock', options.clock);
     const maxKeys = assertInteger(
       'maxKeys',
       options.maxKeys ?? DEFAULT_MEMORY_STORE_MAX_KEYS,

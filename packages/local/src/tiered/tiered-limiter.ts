@@ -38,6 +38,9 @@ import { TieredCounters, type TieredLimiterStats } from './stats.js';
 /** Refills one request waits through before it stops losing the race to other waiters. */
 const MAX_ATTEMPTS = 4;
 
+/** The last-key cache when empty: equal to no key, so `tryConsume(undefined)` is checked too. */
+const NO_KEY = Symbol('no key');
+
 /**
  * The two-tier limiter: most decisions come from tokens this instance leased in batches from
  * the shared store, with no round trip and no promise (`tryConsume`); a lease is refilled in the
@@ -70,7 +73,7 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
   readonly #leases: LRUCache<string, Lease>;
   readonly #waiters = new KeyedQueue();
   readonly #closing = new AbortController();
-  #lastKey: string | undefined;
+  #lastKey: string | symbol = NO_KEY;
   #denials = 0;
   #lastLease: Lease | undefined;
   #closed: Promise<void> | undefined;
@@ -199,41 +202,44 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
   }
 
   /** What a request of cost 1 would get now, taking nothing: the global bucket plus this lease. */
-  async peek(key: string): Promise<Decision> {
+  peek(key: string): Promise<Decision> {
     this.#check(key);
     const limits = this.#limits;
-    const result = await this.#store.send(() => ({ key, limits }));
-    if (!result.ok) return this.#store.policy.decide(key, 1, result.error);
-    const lease = this.#leases.peek(key);
-    const held = lease === undefined ? 0 : this.#book.live(lease);
-    const spec = limits[result.value.limitIndex] ?? limits[0]!;
-    return held > 0
-      ? allowDecision(result.value.remaining + held, result.value.resetMs, spec, 'global')
-      : decisionOf(result.value, limits, 'global');
+    return this.#store
+      .send(() => ({ key, limits }))
+      .then((result) => {
+        if (!result.ok) return this.#store.policy.decide(key, 1, result.error);
+        const lease = this.#leases.peek(key);
+        const held = lease === undefined ? 0 : this.#book.live(lease);
+        const spec = limits[result.value.limitIndex] ?? limits[0]!;
+        return held > 0
+          ? allowDecision(result.value.remaining + held, result.value.resetMs, spec, 'global')
+          : decisionOf(result.value, limits, 'global');
+      });
   }
 
   /** Forgets `key` everywhere: its lease here (nothing handed back) and its global buckets. */
-  async reset(key: string): Promise<boolean> {
+  reset(key: string): Promise<boolean> {
     this.#check(key);
     const lease = this.#leases.peek(key);
     if (lease !== undefined) this.#book.forget(lease);
     this.#leases.delete(key);
     const limits = this.#limits;
-    return (await this.#store.guard.run(() => this.#store.store.reset(key, limits))).ok;
+    return this.#store.guard.run(() => this.#store.store.reset(key, limits)).then((r) => r.ok);
   }
 
   /** Gives `tokens` back to `key`'s global buckets, never past their room; resolves whether done. */
-  async reward(key: string, tokens: number): Promise<boolean> {
+  reward(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
     const op = { key, limits: this.#limits, credit: assertTokens(tokens) };
-    return (await this.#store.send(() => op)).ok;
+    return this.#store.send(() => op).then((r) => r.ok);
   }
 
   /** Takes `tokens` from `key`'s global buckets regardless (at most a capacity into debt). */
-  async penalty(key: string, tokens: number): Promise<boolean> {
+  penalty(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
     const op = { key, limits: this.#limits, debit: assertTokens(tokens) };
-    return (await this.#store.send(() => op)).ok;
+    return this.#store.send(() => op).then((r) => r.ok);
   }
 
   /** Denies `key` for `ms` here with no round trip; its leased tokens go back to the store. */
@@ -282,7 +288,7 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
   close(): Promise<void> {
     if (this.#closed === undefined) {
       this.#closing.abort();
-      this.#lastKey = undefined;
+      this.#lastKey = NO_KEY;
       this.#lastLease = undefined;
       const leases = [...this.#leases.values()];
       this.#closed = this.#book
@@ -334,7 +340,7 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
 
   #evicted(lease: Lease): void {
     if (this.#lastLease === lease) {
-      this.#lastKey = undefined;
+      this.#lastKey = NO_KEY;
       this.#lastLease = undefined;
     }
     this.#book.evicted(lease);
