@@ -2,7 +2,7 @@ export { ClientSet, whenReady } from './clients.js';
 export { FakeClock } from './fake-clock.js';
 export type { DecidingLimiter } from './limits-still.js';
 export { decide, proveStillLimits } from './limits-still.js';
-export type { OptionCase, OptionKind, OptionTable, Outcome, Subject } from './option-matrix.js';
+export type { OptionCase, OptionKind, OptionTable, Outcome, Pick, Subject } from './option-matrix.js';
 export {
   BAD_VALUES,
   CaseCount,
@@ -10,8 +10,10 @@ export {
   mustRefuse,
   nest,
   show,
+  tryCombination,
   tryEveryValue,
   tryOption,
+  tryWholeOptions,
   valuesOf,
   withOption,
 } from './option-matrix.js';
@@ -23,7 +25,9 @@ export {
   localLimiterOptions,
   memoryStoreOptions,
   rateOptions,
+  redisLimiterOptions,
   redisStoreOptions,
+  redisTieredLimiterOptions,
   requestLimiterOptions,
   storeLimiterOptions,
   TINY,

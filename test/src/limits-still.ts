@@ -9,6 +9,9 @@ export interface DecidingLimiter {
   close?(): Promise<void>;
 }
 
+/** Store failures a busy machine can cause on a healthy store. */
+const TIMING = ['ERR_TL_STORE_TIMEOUT', 'ERR_TL_CIRCUIT_OPEN'];
+
 /** One decision, from `tryConsume` when it answers, else `consume`. */
 export async function decide(limiter: DecidingLimiter, key: string): Promise<Decision> {
   const fast = limiter.tryConsume?.(key);
@@ -29,12 +32,19 @@ export async function proveStillLimits(
   key = 'proof',
 ): Promise<void> {
   try {
-    const seen: Decision[] = [];
-    for (let i = 0; i < 3; i++) seen.push(await decide(limiter, key));
-    const allowed = seen.map((d) => d.allowed).join(',');
-    if (allowed !== 'true,true,false') throw new Error(`three decisions of a 2-token limit were ${allowed}`);
-    const fallback = seen.find((d) => d.tier === 'fallback');
-    if (fallback !== undefined) throw new Error(`a healthy store, yet a policy decided: ${fallback.error}`);
+    for (let attempt = 1; ; attempt++) {
+      const seen: Decision[] = [];
+      for (let i = 0; i < 3; i++) seen.push(await decide(limiter, `${key}-${attempt}`));
+      const fallback = seen.find((d) => d.tier === 'fallback');
+      // A real Redis may miss a 20 ms timeout on a loaded machine: that is no verdict on the
+      // options, so the three decisions run again on a fresh key, twice at most.
+      if (fallback !== undefined && attempt < 3 && TIMING.includes(String(fallback.error?.code))) continue;
+      const allowed = seen.map((d) => d.allowed).join(',');
+      if (allowed !== 'true,true,false')
+        throw new Error(`three decisions of a 2-token limit were ${allowed}`);
+      if (fallback !== undefined) throw new Error(`a healthy store, yet a policy decided: ${fallback.error}`);
+      break;
+    }
     if (store !== undefined && limiter.failurePolicy === 'local') {
       store.mode = 'reject';
       const during: Decision[] = [];

@@ -153,7 +153,7 @@ export function expectNamed(
   if (!/^ERR_TL_/.test(error.code)) throw new Error(`expected an ERR_TL_* code, got ${error.code}`);
   const named = error instanceof ConfigError ? error.option : (error as ArgumentError).argument;
   const names = [name, ...(options.alsoNamed ?? [])];
-  const ok = names.some((n) => named === n || named.startsWith(`${n}.`));
+  const ok = names.some((n) => named === n || named.startsWith(`${n}.`) || named.startsWith(`${n}[`));
   if (!ok) throw new Error(`expected the error to name \`${names.join('` or `')}\`, it named \`${named}\``);
 }
 
@@ -244,4 +244,87 @@ export async function tryEveryValue<B>(
     }
   }
   return failures;
+}
+
+/**
+ * Tries every value as the whole options argument (`new RequestLimiter(null)`): refused with a
+ * typed error naming `options` (or what `alsoNamed` allows), or built and shown to limit. An options
+ * object is always required unless `optional` (`new MemoryStore()` takes none).
+ */
+export async function tryWholeOptions<B>(
+  subject: Subject<B>,
+  count?: CaseCount,
+  optional = false,
+  alsoNamed: readonly string[] = [],
+): Promise<string[]> {
+  const option: OptionCase = { kind: 'object', required: !optional, alsoNamed };
+  const failures: string[] = [];
+  for (const value of BAD_VALUES) {
+    try {
+      let built: B;
+      try {
+        built = subject.build(value as Record<string, unknown>);
+      } catch (error) {
+        // An object (an array too) is refused for the first field it lacks, by that field's name.
+        const fields = value !== null && typeof value === 'object';
+        const named = fields ? [...alsoNamed, namedBy(error)] : alsoNamed;
+        expectNamed(error, 'options', { argument: subject.argument ?? false, alsoNamed: named });
+        count?.add('refused');
+        continue;
+      }
+      await subject.prove(built);
+      if (mustRefuse(option, value))
+        throw new Error(`${show(value)} is no options object, yet it was accepted`);
+      count?.add('built');
+    } catch (error) {
+      failures.push(`options = ${show(value)}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  return failures;
+}
+
+function namedBy(error: unknown): string {
+  if (error instanceof ConfigError) return error.option;
+  if (error instanceof ArgumentError) return error.argument;
+  return 'options';
+}
+
+/** One option set to one value, as a combination picks it. */
+export interface Pick {
+  readonly path: string;
+  readonly value: unknown;
+}
+
+/**
+ * Sets several options at once (each with the options its case needs beside it): the subject is
+ * refused with a typed error naming one of them (or an option inside or around one of them), or
+ * it builds and still limits; and if any value is of the wrong kind, it must be refused.
+ */
+export async function tryCombination<B>(
+  subject: Subject<B>,
+  table: Readonly<Record<string, OptionCase>>,
+  picks: readonly Pick[],
+): Promise<Outcome> {
+  let options = subject.base();
+  for (const { path } of picks) options = { ...options, ...table[path]!.with?.() };
+  for (const { path, value } of picks) options = withOption(options, table[path]!.path ?? path, value);
+  let built: B;
+  try {
+    built = subject.build(options);
+  } catch (error) {
+    const named = namedBy(error);
+    const near = (path: string) =>
+      named === path || named.startsWith(`${path}.`) || path.startsWith(`${named}.`);
+    const names = picks.flatMap(({ path }) => [path, ...(table[path]!.alsoNamed ?? [])]);
+    expectNamed(error, named, { argument: subject.argument ?? false });
+    if (!names.some(near)) throw new Error(`refused for \`${named}\`, which is none of ${names.join(', ')}`);
+    return 'refused';
+  }
+  await subject.prove(built);
+  const wrong = picks.find(
+    ({ path, value }) => mustRefuse(table[path]!, value) && !table[path]!.valid?.includes(value),
+  );
+  if (wrong !== undefined)
+    throw new Error(`\`${wrong.path}\` = ${show(wrong.value)} was accepted among ${picks.length}`);
+  return 'built';
 }

@@ -11,7 +11,11 @@ import type {
   StoreLimiterOptions,
   TieredLimiterOptions,
 } from '@tiered-limiter/local';
-import type { RedisStoreOptions } from '@tiered-limiter/redis';
+import type {
+  RedisLimiterOptions,
+  RedisStoreOptions,
+  RedisTieredLimiterOptions,
+} from '@tiered-limiter/redis';
 import { FakeClock } from './fake-clock.js';
 import { nest, type OptionCase, type OptionTable } from './option-matrix.js';
 
@@ -138,6 +142,21 @@ export const redisStoreOptions = {
   } satisfies OptionTable<CoalesceOptions>),
 } satisfies OptionTable<RedisStoreOptions> & Record<string, OptionCase>;
 
+const { store: _request, ...requestOverRedis } = requestLimiterOptions;
+const { store: _tiered, ...tieredOverRedis } = tieredLimiterOptions;
+
+/** Every option of `createRedisLimiter`: the per-request limiter's, the store's instead of `store`. */
+export const redisLimiterOptions = {
+  ...requestOverRedis,
+  ...redisStoreOptions,
+} satisfies OptionTable<RedisLimiterOptions> & Record<string, OptionCase>;
+
+/** Every option of `createTieredLimiter`: the two-tier limiter's, the store's instead of `store`. */
+export const redisTieredLimiterOptions = {
+  ...tieredOverRedis,
+  ...redisStoreOptions,
+} satisfies OptionTable<RedisTieredLimiterOptions> & Record<string, OptionCase>;
+
 /** Every option of `acquire(key, cost, options)`, an `ArgumentError` naming it when refused. */
 export const acquireOptions: OptionTable<AcquireOptions> = {
   maxWaitMs: integer,
@@ -148,15 +167,18 @@ export const acquireOptions: OptionTable<AcquireOptions> = {
   },
 };
 
-/** Every option of `defineLimit`. */
+/** Every option of `defineLimit`, and its options object itself (refused as `limit`). */
 export const limitOptions = {
+  // `defineLimit({})` is refused for its missing `capacity`: the field, as the user writes it.
+  options: { ...object, required: true, alsoNamed: ['limit', 'capacity'] },
   capacity: { ...integer, required: true, extra: [1e9 + 1, '2'] },
   refillPerSecond: { kind: 'number', required: true, extra: [1e-7, 1e9 + 1] },
   name: { kind: 'string', extra: ['', 'a b', 'x'.repeat(65), 'a:b'] },
-} satisfies OptionTable<LimitOptions>;
+} satisfies OptionTable<LimitOptions> & Record<string, OptionCase>;
 
-/** Every option of `perSecond`, `perMinute` and `perHour`, and their `count`. */
+/** Every option of `perSecond`, `perMinute` and `perHour`, their options object, and their `count`. */
 export const rateOptions = {
+  options: object,
   count: { ...integer, required: true },
   burst: integer,
   name: { kind: 'string', extra: ['', 'a b'] },
@@ -205,7 +227,9 @@ export function httpOptions(make: LimiterFactory): Record<string, OptionCase> {
     "routes['/p']": {
       kind: 'object',
       path: ['routes', '/p'],
-      extra: [{ limiter: 5 }, { cost: 1 }, { limit: TINY, cost: 0 }],
+      extra: [{ limiter: 5 }, { cost: 1 }, { limiter: make([TINY]), cost: 0 }, { limit: TINY }],
+      // A route with a `limit` of its own needs the middleware's `createLimiter`.
+      alsoNamed: ['createLimiter'],
     },
   };
 }

@@ -1,4 +1,11 @@
-import type { Decision, SyncLimiter } from '@tiered-limiter/core';
+import {
+  type Decision,
+  defineLimit,
+  MAX_CAPACITY,
+  MAX_REFILL_PER_SECOND,
+  MIN_REFILL_PER_SECOND,
+  type SyncLimiter,
+} from '@tiered-limiter/core';
 import {
   LocalLimiter,
   MemoryStore,
@@ -19,8 +26,12 @@ import {
   type Subject,
   TINY,
   tieredLimiterOptions,
+  tryCombination,
   tryEveryValue,
+  tryWholeOptions,
+  valuesOf,
 } from '@tiered-limiter/test-harness';
+import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 
 // Issue 9 §3: every option of every constructor × the bad values of `BAD_VALUES` (and each
@@ -33,12 +44,22 @@ afterAll(() => {
   console.log(`option matrix (local): ${count.total} cases, ${count.built} built, ${count.refused} refused`);
 });
 
-/** One test per option: all its values, every failure listed at once. */
-function describeOptions<B>(name: string, table: Readonly<Record<string, OptionCase>>, subject: Subject<B>) {
+/** One test per option (all its values, every failure listed at once), and one for the options object. */
+function describeOptions<B>(
+  name: string,
+  table: Readonly<Record<string, OptionCase>>,
+  subject: Subject<B>,
+  whole: { optional: boolean } | false = { optional: false },
+) {
   describe(name, () => {
     it.each(Object.keys(table))('%s', async (path) => {
       expect(await tryEveryValue(subject, path, table[path]!, count)).toEqual([]);
     });
+    if (whole !== false) {
+      it('the options argument itself', async () => {
+        expect(await tryWholeOptions(subject, count, whole.optional)).toEqual([]);
+      });
+    }
   });
 }
 
@@ -87,16 +108,21 @@ describeOptions(
   storeSubject((options) => new TieredLimiter(options as never)),
 );
 
-describeOptions('MemoryStore', memoryStoreOptions, {
-  base: () => ({ clock: new FakeClock(1_000) }),
-  build: (options) => new MemoryStore(options as never),
-  // The store is what limits: three takes of one token from a 2-token bucket.
-  prove: async (store) => {
-    const oks: boolean[] = [];
-    for (let i = 0; i < 3; i++) oks.push((await store.apply({ key: 'k', limits: [TINY], take: 1 })).ok);
-    expect(oks).toEqual([true, true, false]);
+describeOptions(
+  'MemoryStore',
+  memoryStoreOptions,
+  {
+    base: () => ({ clock: new FakeClock(1_000) }),
+    build: (options) => new MemoryStore(options as never),
+    // The store is what limits: three takes of one token from a 2-token bucket.
+    prove: async (store) => {
+      const oks: boolean[] = [];
+      for (let i = 0; i < 3; i++) oks.push((await store.apply({ key: 'k', limits: [TINY], take: 1 })).ok);
+      expect(oks).toEqual([true, true, false]);
+    },
   },
-});
+  { optional: true },
+);
 
 /** A two-tier limiter of `TINY` with its first `acquire` made with the options tried. */
 interface Acquiring {
@@ -105,26 +131,31 @@ interface Acquiring {
   readonly first: ReturnType<TieredLimiter['acquire']>;
 }
 
-describeOptions('TieredLimiter.acquire options', acquireOptions, {
-  base: () => ({}),
-  argument: true,
-  build: (options): Acquiring => {
-    const limiter = new TieredLimiter(storeBase() as unknown as TieredLimiterOptions);
-    try {
-      return { limiter, options, first: limiter.acquire('k', 1, options as never) };
-    } catch (error) {
-      void limiter.close();
-      throw error;
-    }
+describeOptions(
+  'TieredLimiter.acquire options',
+  acquireOptions,
+  {
+    base: () => ({}),
+    argument: true,
+    build: (options): Acquiring => {
+      const limiter = new TieredLimiter(storeBase() as unknown as TieredLimiterOptions);
+      try {
+        return { limiter, options, first: limiter.acquire('k', 1, options as never) };
+      } catch (error) {
+        void limiter.close();
+        throw error;
+      }
+    },
+    prove: async ({ limiter, options, first }) => {
+      const results = [await first];
+      for (let i = 0; i < 2; i++) results.push(await limiter.acquire('k', 1, options as never));
+      await limiter.close();
+      // The third waits for a token 1,000 s away: beyond any wait allowed, it gives up at once.
+      expect(results.map((r) => r.reason)).toEqual(['acquired', 'acquired', 'timeout']);
+    },
   },
-  prove: async ({ limiter, options, first }) => {
-    const results = [await first];
-    for (let i = 0; i < 2; i++) results.push(await limiter.acquire('k', 1, options as never));
-    await limiter.close();
-    // The third waits for a token 1,000 s away: beyond any wait allowed, it gives up at once.
-    expect(results.map((r) => r.reason)).toEqual(['acquired', 'acquired', 'timeout']);
-  },
-});
+  false,
+);
 
 // ---- the arguments of the limiters' calls ----
 
@@ -216,3 +247,84 @@ for (const [limiterName, make] of Object.entries(LIMITERS)) {
     });
   });
 }
+
+// ---- several options at once ----
+
+/** Two to four options of `table`, each set to one of its values. */
+function picksOf(table: Readonly<Record<string, OptionCase>>) {
+  const paths = Object.keys(table);
+  return fc.uniqueArray(
+    fc
+      .constantFrom(...paths)
+      .chain((path) => fc.constantFrom(...valuesOf(table[path]!)).map((value) => ({ path, value }))),
+    // One per top-level option: `breaker` set after `breaker.cooldownMs` would erase it.
+    { minLength: 2, maxLength: 4, selector: (pick) => pick.path.split('.')[0] },
+  );
+}
+
+describe('several options at once', () => {
+  const subjects: [string, Readonly<Record<string, OptionCase>>, Subject<unknown>][] = [
+    [
+      'RequestLimiter',
+      requestLimiterOptions,
+      storeSubject((o) => new RequestLimiter(o as never)) as Subject<unknown>,
+    ],
+    [
+      'TieredLimiter',
+      tieredLimiterOptions,
+      storeSubject((o) => new TieredLimiter(o as never)) as Subject<unknown>,
+    ],
+  ];
+  it.each(subjects)('%s: refused naming one of them, or built and limiting', async (_, table, subject) => {
+    await fc.assert(
+      fc.asyncProperty(picksOf(table), async (picks) => {
+        count.add(await tryCombination(subject, table, picks));
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('any valid limit divides into a working local fallback', () => {
+  it('a 1-per-day limit shared by 12 instances (issue 9 §3)', async () => {
+    const daily = defineLimit({ capacity: 1, refillPerSecond: 1 / 86_400, name: 'daily' });
+    const store = new ScriptedStore(new MemoryStore());
+    const limiter = new TieredLimiter({ store, limits: daily, failurePolicy: 'local', instances: 12 });
+    store.mode = 'reject';
+    const decisions = [await limiter.consume('k'), await limiter.consume('k')];
+    expect(decisions.map((d) => [d.allowed, d.tier, d.policy])).toEqual([
+      [true, 'fallback', 'local'],
+      [false, 'fallback', 'local'],
+    ]);
+    await limiter.close();
+  });
+
+  it('every capacity, rate and instance count builds, and its fallback denies past its share', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: MAX_CAPACITY }),
+        fc.double({ min: MIN_REFILL_PER_SECOND, max: MAX_REFILL_PER_SECOND, noNaN: true }),
+        fc.integer({ min: 1, max: 1_000_000 }),
+        async (capacity, refillPerSecond, instances) => {
+          const limits = defineLimit({ capacity, refillPerSecond, name: 'any' });
+          const store = new ScriptedStore(new MemoryStore());
+          const clock = new FakeClock(0);
+          const limiter = new RequestLimiter({
+            store,
+            limits,
+            clock,
+            failurePolicy: 'local',
+            fallback: { instances },
+          });
+          store.mode = 'reject';
+          const share = Math.max(1, Math.floor(capacity / instances));
+          // The whole share at once, then one more token with the clock still.
+          expect((await limiter.consume('k', share)).allowed).toBe(true);
+          expect((await limiter.consume('k')).allowed).toBe(false);
+          await limiter.close();
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});

@@ -58,7 +58,7 @@ export class MemoryStore implements GlobalStore {
   readonly #buckets: LRUCache<string, Entry>;
 
   constructor(options: MemoryStoreOptions = {}) {
-    if (options === null || typeof options !== 'object')
+    if (options === null || typeof options !== 'object' || Array.isArray(options))
       throw new ConfigError('options', options, 'an object');
     this.#clock = options.clock === undefined ? performance : assertClock('clock', options.clock);
     const maxKeys = assertInteger(
