@@ -95,6 +95,12 @@ export class LeaseBook {
     this.#settle(lease);
   }
 
+  /** `setLimits`: hands back what `lease` holds (taken under the old limits) and reports its spends. */
+  drain(lease: Lease): void {
+    drainLease(lease);
+    this.#settle(lease);
+  }
+
   /**
    * Hands back every lease's tokens (one forced attempt per key, coalesced by the store), waits
    * for them and for refills in flight at most `closeTimeoutMs`, and stops the timer.

@@ -158,7 +158,9 @@ export class Refiller {
     lease.replyAtMs = now;
     lease.resetMs = reply.resetMs;
     lease.limit = op.limits[reply.limitIndex] ?? lease.limit;
-    const deniedUntil = reply.granted > 0 ? 0 : now + Math.max(1, reply.retryAfterMs);
+    // A denial is remembered only when no whole token is left: a cost above what is left must
+    // not turn away a smaller one the bucket still has.
+    const deniedUntil = reply.granted > 0 || reply.remaining > 0 ? 0 : now + Math.max(1, reply.retryAfterMs);
     lease.deniedUntilMs = deniedUntil > lease.blockedUntilMs ? deniedUntil : lease.blockedUntilMs;
     if (reply.granted > 0) this.#onGrant(lease);
   }

@@ -204,6 +204,12 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
   /** What a request of cost 1 would get now, taking nothing: the global bucket plus this lease. */
   peek(key: string): Promise<Decision> {
     this.#check(key);
+    const blocked = this.#leases.peek(key);
+    const now = this.#clock.now();
+    if (blocked !== undefined && now < blocked.blockedUntilMs) {
+      const ms = blocked.blockedUntilMs - now;
+      return Promise.resolve(denyDecision(ms, 0, blocked.resetMs, blocked.limit, 'lease'));
+    }
     const limits = this.#limits;
     return this.#store
       .send(() => ({ key, limits }))
@@ -255,6 +261,8 @@ export class TieredLimiter extends EventEmitter<LimiterEvents> implements SyncLi
     this.#limits = next;
     this.#maxCost = smallestCapacity(next);
     this.#refiller.resize(next);
+    // Tokens leased under the old limits go back, so that a lower capacity holds from now on.
+    for (const lease of this.#leases.values()) this.#book.drain(lease);
   }
 
   /** Counters since the limiter was made. */
