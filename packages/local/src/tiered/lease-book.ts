@@ -39,16 +39,25 @@ export class LeaseBook {
     this.#config = config;
     this.#sharedClock = sharedClock;
     refiller.onGrant((lease) => this.#granted(lease));
-    const book = new WeakRef(this);
+    const timer = LeaseBook.#sweepEvery(new WeakRef(this), config.sweepEveryMs);
+    this.#timer = timer;
+    dropped.register(owner, { timer, sharedClock }, this);
+  }
+
+  /**
+   * The sweep timer, made outside the constructor: V8 gives every closure of one scope the same
+   * context, and the constructor's `onGrant` arrow puts `this` in it, so a timer made there held
+   * the book (and through the refiller, the limiter) strongly. Here it holds only the WeakRef.
+   */
+  static #sweepEvery(book: WeakRef<LeaseBook>, everyMs: number): NodeJS.Timeout {
     const timer = setInterval(() => {
       const self = book.deref();
       if (self === undefined) clearInterval(timer);
       else self.#sweep();
-    }, config.sweepEveryMs);
+    }, everyMs);
     // A limiter's timers never keep a process alive.
     timer.unref();
-    this.#timer = timer;
-    dropped.register(owner, { timer, sharedClock }, this);
+    return timer;
   }
 
   /** Tokens held in leases now. */
