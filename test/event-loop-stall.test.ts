@@ -1,7 +1,7 @@
 import { type Decision, defineLimit, type StoreError } from '@tiered-limiter/core';
 import { RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
 import { RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
-import { type RedisServer, startRedis, uniquePrefix, whenReady } from '@tiered-limiter/test-harness';
+import { type RedisServer, startRedisWithClient, uniquePrefix } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -22,9 +22,7 @@ let server: RedisServer;
 let redis: Redis;
 
 beforeAll(async () => {
-  server = await startRedis();
-  redis = server.client(recommendedRedisOptions);
-  await whenReady(redis);
+  ({ server, redis } = await startRedisWithClient(recommendedRedisOptions));
 });
 afterAll(() => server.stop());
 

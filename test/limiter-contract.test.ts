@@ -1,33 +1,16 @@
 import type { GlobalStore, LimitSpec } from '@tiered-limiter/core';
 import { LocalLimiter, MemoryStore, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
 import { RedisStore, recommendedClusterOptions, recommendedRedisOptions } from '@tiered-limiter/redis';
-import {
-  type RedisCluster,
-  type RedisServer,
-  startCluster,
-  startRedis,
-  uniquePrefix,
-  whenReady,
-} from '@tiered-limiter/test-harness';
-import type { Cluster, Redis } from 'ioredis';
+import { type RedisTargets, startRedisTargets, uniquePrefix } from '@tiered-limiter/test-harness';
 import { afterAll, beforeAll } from 'vitest';
 import { describeLimiterContract, type LimiterFixture } from './src/limiter-contract.js';
 
-let server: RedisServer | undefined;
-let cluster: RedisCluster | undefined;
-let redis: Redis;
-let clusterClient: Cluster;
+let targets: RedisTargets | undefined;
 
 beforeAll(async () => {
-  [server, cluster] = await Promise.all([startRedis(), startCluster({ masters: 3 })]);
-  redis = server.client(recommendedRedisOptions);
-  clusterClient = cluster.cluster(recommendedClusterOptions);
-  await Promise.all([whenReady(redis), whenReady(clusterClient)]);
+  targets = await startRedisTargets(recommendedRedisOptions, recommendedClusterOptions);
 });
-
-afterAll(async () => {
-  await Promise.all([server?.stop(), cluster?.stop()]);
-});
+afterAll(() => targets?.stop());
 
 /**
  * The options of every store-backed limiter here: a generous timeout, so that a loaded machine's
@@ -43,10 +26,10 @@ const storeOptions = (store: GlobalStore | undefined, limits: readonly LimitSpec
 
 const stores: [string, () => GlobalStore][] = [
   ['MemoryStore', () => new MemoryStore()],
-  ['a Redis server', () => new RedisStore({ redis, prefix: uniquePrefix('lc') })],
+  ['a Redis server', () => new RedisStore({ redis: targets!.redis, prefix: uniquePrefix('lc') })],
   [
     'a Redis Cluster of 3 masters',
-    () => new RedisStore({ redis: clusterClient, prefix: uniquePrefix('lc') }),
+    () => new RedisStore({ redis: targets!.cluster, prefix: uniquePrefix('lc') }),
   ],
 ];
 

@@ -2,13 +2,23 @@ export { ClientSet, whenReady } from './clients.js';
 export { FakeClock } from './fake-clock.js';
 export type { DecidingLimiter } from './limits-still.js';
 export { decide, proveStillLimits } from './limits-still.js';
-export type { OptionCase, OptionKind, OptionTable, Outcome, Pick, Subject } from './option-matrix.js';
+export type {
+  OptionCase,
+  OptionKind,
+  OptionTable,
+  Outcome,
+  Pick,
+  Subject,
+  VitestApi,
+} from './option-matrix.js';
 export {
   BAD_VALUES,
   CaseCount,
   expectNamed,
   mustRefuse,
   nest,
+  optionMatrix,
+  optionTests,
   show,
   tryCombination,
   tryEveryValue,
@@ -38,7 +48,9 @@ export { sleepAtLeast, sleepUntil, stopwatch } from './real-time.js';
 export type { ClusterNode, ClusterStartOptions, RedisCluster } from './redis-cluster.js';
 export { startCluster } from './redis-cluster.js';
 export type { RedisServer, RedisSource } from './redis-server.js';
-export { startRedis } from './redis-server.js';
+export { startRedis, startRedisWithClient } from './redis-server.js';
+export type { RedisTargets } from './redis-targets.js';
+export { startRedisTargets } from './redis-targets.js';
 export type { StoreCall, StoreMode } from './store-doubles.js';
 export { ScriptedStore } from './store-doubles.js';
 export { uniquePrefix } from './unique-prefix.js';

@@ -1,4 +1,5 @@
 import { ArgumentError, ConfigError } from '@tiered-limiter/core';
+import type { afterAll, describe, expect, it } from 'vitest';
 
 /**
  * The values every option is tried with (issue 9 §3): absent, null, the numbers a typo or a unit
@@ -327,4 +328,62 @@ export async function tryCombination<B>(
   if (wrong !== undefined)
     throw new Error(`\`${wrong.path}\` = ${show(wrong.value)} was accepted among ${picks.length}`);
   return 'built';
+}
+
+/**
+ * The option matrix's tests for one subject, as `[name, run]` rows for vitest's `it.each`: one
+ * row per option of `table` (every value of it), and one for the options argument itself unless
+ * `whole` is `false`. `run` resolves what went wrong, one line per value: an empty list passes.
+ */
+export function optionTests<B>(
+  table: Readonly<Record<string, OptionCase>>,
+  subject: Subject<B>,
+  count?: CaseCount,
+  whole: { optional: boolean } | false = { optional: false },
+): [string, () => Promise<string[]>][] {
+  const rows: [string, () => Promise<string[]>][] = Object.keys(table).map((path) => [
+    path,
+    () => tryEveryValue(subject, path, table[path]!, count),
+  ]);
+  if (whole !== false) {
+    rows.push(['the options argument itself', () => tryWholeOptions(subject, count, whole.optional)]);
+  }
+  return rows;
+}
+
+/** The parts of vitest the option matrix uses, passed in: the harness never imports vitest itself. */
+export interface VitestApi {
+  readonly describe: typeof describe;
+  readonly it: typeof it;
+  readonly expect: typeof expect;
+  readonly afterAll: typeof afterAll;
+}
+
+/**
+ * One test file's option matrix: `describeOptions(name, table, subject)` adds one test per option
+ * of `table` (and one for the options object unless `whole` is false), and the file's case count
+ * is logged once at the end, as `option matrix (label): N cases, B built, R refused`.
+ */
+export function optionMatrix(label: string, vitest: VitestApi) {
+  const count = new CaseCount();
+  vitest.afterAll(() => {
+    console.log(
+      `option matrix (${label}): ${count.total} cases, ${count.built} built, ${count.refused} refused`,
+    );
+  });
+  return {
+    count,
+    describeOptions<B>(
+      name: string,
+      table: Readonly<Record<string, OptionCase>>,
+      subject: Subject<B>,
+      whole?: { optional: boolean } | false,
+    ): void {
+      vitest.describe(name, () => {
+        vitest.it.each(optionTests(table, subject, count, whole))('%s', async (_, run) => {
+          vitest.expect(await run()).toEqual([]);
+        });
+      });
+    },
+  };
 }

@@ -1,13 +1,12 @@
 import type { LimitSpec } from '@tiered-limiter/core';
 import { LocalLimiter } from '@tiered-limiter/local';
 import {
-  CaseCount,
   FakeClock,
   httpOptions,
+  optionMatrix,
+  optionTests,
   type Subject,
   TINY,
-  tryEveryValue,
-  tryWholeOptions,
 } from '@tiered-limiter/test-harness';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ADAPTERS, type Adapter, type ContractOptions, closeApps } from './adapters.js';
@@ -18,11 +17,8 @@ import { requestMany } from './helpers.js';
 // naming the option, or the middleware is built and still limits: on a real server, the third of
 // three requests under a 2-token limit is refused.
 
-const count = new CaseCount();
-afterAll(async () => {
-  console.log(`option matrix (http): ${count.total} cases, ${count.built} built, ${count.refused} refused`);
-  await closeApps();
-});
+const { count } = optionMatrix('http', { describe, it, expect, afterAll });
+afterAll(closeApps);
 
 /** A fresh in-process limiter of `limits` on a still clock: only the requests move its buckets. */
 const makeLimiter = (limits: readonly LimitSpec[]) => new LocalLimiter({ limits, clock: new FakeClock(0) });
@@ -50,12 +46,8 @@ function subjectOf(adapter: Adapter): Subject<ContractOptions> {
 
 for (const adapter of ADAPTERS) {
   describe(adapter.name, () => {
-    const subject = subjectOf(adapter);
-    it.each(Object.keys(table))('%s', async (path) => {
-      expect(await tryEveryValue(subject, path, table[path]!, count)).toEqual([]);
-    });
-    it('the options argument itself', async () => {
-      expect(await tryWholeOptions(subject, count)).toEqual([]);
+    it.each(optionTests(table, subjectOf(adapter), count))('%s', async (_, run) => {
+      expect(await run()).toEqual([]);
     });
   });
 }

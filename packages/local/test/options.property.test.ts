@@ -15,11 +15,11 @@ import {
 } from '@tiered-limiter/local';
 import {
   acquireOptions,
-  CaseCount,
   FakeClock,
   localLimiterOptions,
   memoryStoreOptions,
   type OptionCase,
+  optionMatrix,
   proveStillLimits,
   requestLimiterOptions,
   ScriptedStore,
@@ -28,7 +28,6 @@ import {
   tieredLimiterOptions,
   tryCombination,
   tryEveryValue,
-  tryWholeOptions,
   valuesOf,
 } from '@tiered-limiter/test-harness';
 import fc from 'fast-check';
@@ -39,29 +38,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 // limiter that still limits. The tables (test/src/option-tables.ts) are typed against the options'
 // interfaces, so an option added to a constructor and not to its table fails the type check.
 
-const count = new CaseCount();
-afterAll(() => {
-  console.log(`option matrix (local): ${count.total} cases, ${count.built} built, ${count.refused} refused`);
-});
-
-/** One test per option (all its values, every failure listed at once), and one for the options object. */
-function describeOptions<B>(
-  name: string,
-  table: Readonly<Record<string, OptionCase>>,
-  subject: Subject<B>,
-  whole: { optional: boolean } | false = { optional: false },
-) {
-  describe(name, () => {
-    it.each(Object.keys(table))('%s', async (path) => {
-      expect(await tryEveryValue(subject, path, table[path]!, count)).toEqual([]);
-    });
-    if (whole !== false) {
-      it('the options argument itself', async () => {
-        expect(await tryWholeOptions(subject, count, whole.optional)).toEqual([]);
-      });
-    }
-  });
-}
+const { count, describeOptions } = optionMatrix('local', { describe, it, expect, afterAll });
 
 /** Fresh options of a limiter over a store: a `ScriptedStore` over a `MemoryStore`, a fake clock. */
 function storeBase(): Record<string, unknown> {

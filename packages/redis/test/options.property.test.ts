@@ -5,21 +5,16 @@ import {
   recommendedRedisOptions,
 } from '@tiered-limiter/redis';
 import {
-  CaseCount,
   FakeClock,
-  type OptionCase,
+  optionMatrix,
   proveStillLimits,
   type RedisServer,
   redisLimiterOptions,
   redisStoreOptions,
   redisTieredLimiterOptions,
-  type Subject,
-  startRedis,
+  startRedisWithClient,
   TINY,
-  tryEveryValue,
-  tryWholeOptions,
   uniquePrefix,
-  whenReady,
 } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -30,36 +25,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 let server: RedisServer;
 let redis: Redis;
-const count = new CaseCount();
 
 beforeAll(async () => {
-  server = await startRedis();
-  redis = server.client(recommendedRedisOptions);
-  await whenReady(redis);
+  ({ server, redis } = await startRedisWithClient(recommendedRedisOptions));
 });
-afterAll(async () => {
-  console.log(`option matrix (redis): ${count.total} cases, ${count.built} built, ${count.refused} refused`);
-  await server.stop();
-});
+afterAll(() => server.stop());
 
-/** One test per option (all its values, every failure listed at once), and one for the options object. */
-function describeOptions<B>(
-  name: string,
-  table: Readonly<Record<string, OptionCase>>,
-  subject: Subject<B>,
-  whole: { optional: boolean } | false = { optional: false },
-) {
-  describe(name, () => {
-    it.each(Object.keys(table))('%s', async (path) => {
-      expect(await tryEveryValue(subject, path, table[path]!, count)).toEqual([]);
-    });
-    if (whole !== false) {
-      it('the options argument itself', async () => {
-        expect(await tryWholeOptions(subject, count, whole.optional)).toEqual([]);
-      });
-    }
-  });
-}
+const { describeOptions } = optionMatrix('redis', { describe, it, expect, afterAll });
 
 describeOptions('RedisStore', redisStoreOptions, {
   base: () => ({ redis, prefix: uniquePrefix('opt') }),
