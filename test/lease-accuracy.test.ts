@@ -65,7 +65,7 @@ const SHAPES: Shape[] = [
     ttlMs: 300,
     leaseholder: (ttlMs) => [
       { at: 0, do: 'consume', count: 2 },
-      { at: ttlMs - 50, do: 'block', forMs: 600, then: 200 },
+      { at: ttlMs - 50, do: 'block', forMs: 600, thenRequests: 200 },
       { at: ttlMs + 700, do: 'hammer', forMs: 200 },
     ],
   },

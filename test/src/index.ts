@@ -4,14 +4,61 @@ export { commandDelta, parseCommandStats, ROUND_TRIP_COMMANDS, readCommandStats 
 export { FakeClock } from './fake-clock.js';
 export type { FleetOrders, FleetReport, RunFleetOptions } from './fleet.js';
 export { runFleet } from './fleet.js';
+export type { DecidingLimiter } from './limits-still.js';
+export { decide, proveStillLimits } from './limits-still.js';
+export type {
+  OptionCase,
+  OptionKind,
+  OptionTable,
+  Outcome,
+  Pick,
+  Subject,
+  VitestApi,
+} from './option-matrix.js';
+export {
+  BAD_VALUES,
+  CaseCount,
+  expectNamed,
+  mustRefuse,
+  nest,
+  optionMatrix,
+  optionTests,
+  show,
+  tryCombination,
+  tryEveryValue,
+  tryOption,
+  tryWholeOptions,
+  valuesOf,
+  withOption,
+} from './option-matrix.js';
+export type { LimiterFactory } from './option-tables.js';
+export {
+  acquireOptions,
+  httpOptions,
+  limitOptions,
+  localLimiterOptions,
+  memoryStoreOptions,
+  rateOptions,
+  redisLimiterOptions,
+  redisStoreOptions,
+  redisTieredLimiterOptions,
+  requestLimiterOptions,
+  storeLimiterOptions,
+  TINY,
+  tieredLimiterOptions,
+} from './option-tables.js';
 export { findBinary, freePort, LOOPBACK, portIsFree, RedisProcess } from './processes.js';
 export { sleepAtLeast, sleepUntil, stopwatch } from './real-time.js';
 export type { ClusterNode, ClusterStartOptions, RedisCluster } from './redis-cluster.js';
 export { startCluster } from './redis-cluster.js';
 export type { RedisServer, RedisSource } from './redis-server.js';
-export { startRedis } from './redis-server.js';
+export { startRedis, startRedisWithClient } from './redis-server.js';
+export type { RedisTargets } from './redis-targets.js';
+export { startRedisTargets } from './redis-targets.js';
 export type { ScenarioInstance, ScenarioReport, ScenarioStep } from './scenario.js';
 export { runScenario } from './scenario.js';
+export type { StoreCall, StoreMode } from './store-doubles.js';
+export { ScriptedStore } from './store-doubles.js';
 export { uniquePrefix } from './unique-prefix.js';
 export type { Admission, WindowBound, WindowCheckOptions, WorstWindow } from './window-bound.js';
 export { mostInWindow, tokenBucketBound, WINDOW_EPSILON, worstWindow } from './window-bound.js';

@@ -1,5 +1,5 @@
 import { Redis, type RedisOptions } from 'ioredis';
-import { ClientSet } from './clients.js';
+import { ClientSet, whenReady } from './clients.js';
 import { findBinary, freePort, LOOPBACK, makeTempDir, RedisProcess, removeTempDir } from './processes.js';
 
 /** Where a test's Redis came from. */
@@ -152,4 +152,17 @@ async function fromContainer(): Promise<RedisServer> {
       await container.stop({ timeout: 0, remove: false });
     },
   };
+}
+
+/**
+ * `startRedis()` and one client of it made with `options`, ready for commands (`whenReady`): what
+ * most test files need. The client is disconnected by the server's `stop()`.
+ */
+export async function startRedisWithClient(
+  options: RedisOptions = {},
+): Promise<{ server: RedisServer; redis: Redis }> {
+  const server = await startRedis();
+  const redis = server.client(options);
+  await whenReady(redis);
+  return { server, redis };
 }

@@ -3,8 +3,8 @@
 // options, and steps timed from a shared start (wall clock, the one clock every process shares):
 //   { at, do: 'consume', count }        `count` requests back to back (hot path, else the promise)
 //   { at, do: 'hammer', forMs }         requests back to back for `forMs`, yielding every 128
-//   { at, do: 'block', forMs, then }    a busy loop: this event loop does nothing else for `forMs`;
-//                                       then `then` requests at once, before any timer can fire
+//   { at, do: 'block', forMs, thenRequests }  a busy loop: this event loop does nothing else for `forMs`;
+//                                       then `thenRequests` requests at once, before any timer can fire
 // Prints one JSON line: every admission's wall-clock stamp, decisions, tiers, and stats().
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { defineLimit } from '@tiered-limiter/core';
@@ -55,7 +55,7 @@ for (const step of orders.steps) {
     while (performance.now() < end) {
       // A CPU-bound handler, a long GC: nothing else runs on this thread meanwhile.
     }
-    for (let i = 0; i < (step.then ?? 0); i++) {
+    for (let i = 0; i < (step.thenRequests ?? 0); i++) {
       const d = limiter.tryConsume(orders.key);
       if (d !== undefined) record(d);
     }

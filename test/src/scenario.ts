@@ -7,7 +7,7 @@ const WORKER = fileURLToPath(new URL('./scenario-worker.mjs', import.meta.url));
 export type ScenarioStep =
   | { at: number; do: 'consume'; count: number }
   | { at: number; do: 'hammer'; forMs: number }
-  | { at: number; do: 'block'; forMs: number; then?: number };
+  | { at: number; do: 'block'; forMs: number; thenRequests?: number };
 
 /** One instance's orders: its limiter options and its steps. */
 export interface ScenarioInstance {

@@ -64,7 +64,9 @@ export interface RateOptions {
  * const api = defineLimit({ capacity: 20, refillPerSecond: 5, name: 'api' });
  */
 export function defineLimit(options: LimitOptions): LimitSpec {
-  if (options === null || typeof options !== 'object') throw new ConfigError('limit', options, 'an object');
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new ConfigError('limit', options, 'an object');
+  }
   const capacity = assertInteger('capacity', options.capacity, 1, MAX_CAPACITY);
   const refillPerSecond = assertPositive('refillPerSecond', options.refillPerSecond, MAX_REFILL_PER_SECOND);
   if (refillPerSecond < MIN_REFILL_PER_SECOND) {
@@ -114,7 +116,9 @@ export function perHour(count: number, options: RateOptions = {}): LimitSpec {
 
 function perPeriod(count: number, seconds: number, suffix: string, options: RateOptions): LimitSpec {
   assertInteger('count', count, 1, MAX_CAPACITY);
-  if (options === null || typeof options !== 'object') throw new ConfigError('options', options, 'an object');
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new ConfigError('options', options, 'an object');
+  }
   if (options.burst !== undefined) assertInteger('burst', options.burst, 1, MAX_CAPACITY);
   return defineLimit({
     capacity: options.burst ?? count,

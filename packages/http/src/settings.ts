@@ -54,7 +54,9 @@ export function settingsOf<Req>(
   extra: readonly string[],
   routesOnly: boolean,
 ): Settings<Req> {
-  if (options === null || typeof options !== 'object') throw new ConfigError('options', options, 'an object');
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new ConfigError('options', options, 'an object');
+  }
   assertKnownOptions('', options, [...OPTION_NAMES, ...extra]);
   const key = optionalFunction('key', options.key);
   const cost = optionalFunction('cost', options.cost);

@@ -60,7 +60,7 @@ export function assertAcquireOptions(options: unknown): {
   maxWaitMs: number;
   signal: AbortSignal | undefined;
 } {
-  if (options === null || typeof options !== 'object')
+  if (options === null || typeof options !== 'object' || Array.isArray(options))
     throw new ArgumentError('options', options, 'an object');
   const o = options as AcquireOptions;
   const maxWaitMs = o.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;

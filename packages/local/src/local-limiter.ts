@@ -1,31 +1,46 @@
 import {
-  advance,
   allowDecision,
+  assertBoolean,
+  assertClock,
   assertCost,
   assertInteger,
   assertKey,
   assertLimits,
   type BucketState,
   type Clock,
+  ClosedError,
   ConfigError,
-  covers,
   type Decision,
   denyDecision,
   fullBucket,
-  isFullAt,
-  isTighter,
+  type LimiterStats,
   type LimitSpec,
   msUntilFull,
   msUntilTokens,
-  refilled,
+  type SyncLimiter,
   shadowOf,
   smallestCapacity,
   tightestWhenFull,
   tryTake,
   wholeTokens,
 } from '@tiered-limiter/core';
-import { LRUCache } from 'lru-cache';
+import type { LRUCache } from 'lru-cache';
+import { assertBlockMs, BlockList } from './block-list.js';
 import { DEFAULT_MAX_KEYS, MAX_MAX_KEYS } from './defaults.js';
+import {
+  addTokens,
+  allFull,
+  type Buckets,
+  carryTable,
+  consumeAll,
+  dropFull,
+  entryOf,
+  fullBuckets,
+  listOf,
+  peekAll,
+} from './local-buckets.js';
+import { assertTokens } from './management.js';
+import { lruTable } from './table.js';
 
 /** Options of `LocalLimiter`. */
 export interface LocalLimiterOptions {
@@ -36,9 +51,10 @@ export interface LocalLimiterOptions {
    */
   limits: LimitSpec | readonly LimitSpec[];
   /**
-   * Keys tracked at most. Past it the least recently used key is forgotten and comes back
-   * with full buckets: memory stays bounded, at the price of leniency to a key so rarely seen
-   * that `maxKeys` others were seen since. At most 2^24 (`MAX_MAX_KEYS`).
+   * Keys tracked at most (and keys `block` remembers at most). Past it the least recently used
+   * key is forgotten and comes back with full buckets: memory stays bounded, at the price of
+   * leniency to a key so rarely seen that `maxKeys` others were seen since. The table grows with
+   * use. At most 2^24 (`MAX_MAX_KEYS`).
    * @default 100_000 (`DEFAULT_MAX_KEYS`)
    */
   maxKeys?: number;
@@ -58,37 +74,32 @@ export interface LocalLimiterOptions {
 }
 
 /**
- * Lives in the cache: one bucket for a single limit, one per limit (in order) for several.
- * A bucket that has refilled completely equals no bucket, so the entry may be dropped then.
+ * An in-process token-bucket limiter over many keys: synchronous, no I/O. Each key gets a bucket
+ * per limit the first time it is seen; the least recently used keys are forgotten past `maxKeys`.
+ * Every decision has tier `local`, and its `remaining` and `limit` speak of the tightest limit
+ * (fewest whole tokens left, the first listed on a tie) and its waits are the longest among the
+ * limits. It fulfils the `SyncLimiter` contract like the store-backed limiters (`consume` and
+ * the management calls resolve at once, having done their work in process), so the HTTP
+ * middleware and any code written against the contract take it too. Use it alone in a single
+ * process, or as the fallback of a shared limit.
  */
-type Buckets = BucketState | BucketState[];
-
-/**
- * An in-process token-bucket limiter over many keys: synchronous, no promise, no I/O. Each
- * key gets a bucket per limit the first time it is seen; the least recently used keys are
- * forgotten past `maxKeys`. Every `tryConsume` answers with a `Decision` of tier `local`
- * whose `remaining` and `limit` speak of the tightest limit (fewest whole tokens left, the
- * first listed on a tie) and whose waits are the longest among the limits. Use it alone in a
- * single process, or as the fallback of a shared limit.
- */
-export class LocalLimiter {
-  /** The limits every request must pass, frozen, in the order given. */
-  readonly limits: readonly LimitSpec[];
+export class LocalLimiter implements SyncLimiter {
   /** Whether the limiter runs in shadow mode (decides, never enforces). */
   readonly shadow: boolean;
   readonly #clock: Clock;
-  readonly #maxCost: number;
+  #limits: readonly LimitSpec[];
+  #maxCost: number;
   /** The one limit when there is exactly one: the hot path then skips every loop. */
-  readonly #single: LimitSpec | undefined;
+  #single: LimitSpec | undefined;
   /** The tightest limit of a key with full buckets: smallest capacity, first on ties. */
-  readonly #tightestWhenFull: LimitSpec;
-  // No per-entry ttl: a full bucket is dropped lazily (by `peek` and `size`). Keeping lru-cache's
-  // ttl at "ms until full" needs a `set` after every take and a staleness check (a clock read) on
-  // every `get`. Measured with tinybench on Node 20, a decision took 113 ns lazily against 178 ns
-  // with ttl on one hot key, and 363 against 838 ns over 100k keys. Memory is the same either way:
-  // without lru-cache's timer-driven autopurge, which a fake clock cannot drive, stale entries stay
-  // until touched too.
+  #tightestWhenFull: LimitSpec;
+  // No per-entry ttl: a full bucket is dropped lazily (by `peek` and `size`); a ttl at "ms until
+  // full" cost 178 against 113 ns a decision on a hot key (docs/DECISIONS.md).
   readonly #buckets: LRUCache<string, Buckets>;
+  readonly #blocked: BlockList;
+  #allowed = 0;
+  #denied = 0;
+  #closed = false;
 
   /**
    * Validates every option and throws a `ConfigError` naming the one refused.
@@ -104,100 +115,146 @@ export class LocalLimiter {
   constructor(options: LocalLimiterOptions) {
     if (options === null || typeof options !== 'object')
       throw new ConfigError('options', options, 'an object');
-    this.limits = assertLimits('limits', options.limits);
+    this.#limits = assertLimits('limits', options.limits);
     const maxKeys = assertInteger('maxKeys', options.maxKeys ?? DEFAULT_MAX_KEYS, 1, MAX_MAX_KEYS);
-    const clock = options.clock ?? performance;
-    if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function') {
-      throw new ConfigError('clock', clock, 'an object with a now() method');
-    }
-    const shadow = options.shadow ?? false;
-    if (typeof shadow !== 'boolean') throw new ConfigError('shadow', shadow, 'a boolean');
-    this.shadow = shadow;
-    this.#clock = clock;
-    this.#maxCost = smallestCapacity(this.limits);
-    this.#single = this.limits.length === 1 ? this.limits[0] : undefined;
-    this.#tightestWhenFull = tightestWhenFull(this.limits);
-    this.#buckets = new LRUCache<string, Buckets>({ max: maxKeys });
+    this.#clock = options.clock === undefined ? performance : assertClock('clock', options.clock);
+    this.shadow = options.shadow === undefined ? false : assertBoolean('shadow', options.shadow);
+    this.#maxCost = smallestCapacity(this.#limits);
+    this.#single = this.#limits.length === 1 ? this.#limits[0] : undefined;
+    this.#tightestWhenFull = tightestWhenFull(this.#limits);
+    this.#buckets = lruTable<string, Buckets>(maxKeys);
+    this.#blocked = new BlockList(maxKeys, this.#clock);
+  }
+
+  /** The limits every request must pass, frozen, in the order given. */
+  get limits(): readonly LimitSpec[] {
+    return this.#limits;
   }
 
   /**
    * Takes `cost` tokens for `key` from every limit if all of them have that many, else from
    * none. Throws `ArgumentError` for a key that is not a string or a cost that is not a
-   * whole number from 1 up, and `CostExceedsCapacityError` for a cost no bucket could ever
-   * hold; every other outcome is a `Decision`.
+   * whole number from 1 up, `CostExceedsCapacityError` for a cost no bucket could ever
+   * hold, and `ClosedError` after `close()`; every other outcome is a `Decision`.
    */
   tryConsume(key: string, cost = 1): Decision {
+    if (this.#closed) throw new ClosedError('LocalLimiter');
     assertKey(key);
     assertCost(cost, this.#maxCost);
     const now = this.#clock.now();
+    const blockedMs = this.#blocked.blockedFor(key);
+    if (blockedMs > 0) return this.#count(this.#blockedFor(blockedMs));
     const spec = this.#single;
-    if (spec === undefined) return this.#consumeAll(key, cost, now);
-
+    if (spec === undefined) {
+      let stored = this.#buckets.get(key) as BucketState[] | undefined;
+      if (stored === undefined) {
+        stored = fullBuckets(this.#limits, now);
+        this.#buckets.set(key, stored);
+      }
+      return this.#count(consumeAll(stored, this.#limits, cost, now));
+    }
     let bucket = this.#buckets.get(key) as BucketState | undefined;
     if (bucket === undefined) {
       bucket = fullBucket(spec, now);
       this.#buckets.set(key, bucket);
     }
     if (tryTake(bucket, spec, cost, now)) {
+      this.#allowed++;
       const left = bucket.tokens;
       return allowDecision(wholeTokens(left), msUntilFull(left, spec), spec, 'local');
     }
     const have = bucket.tokens;
-    const denied = denyDecision(
-      msUntilTokens(have, cost, spec),
-      wholeTokens(have),
-      msUntilFull(have, spec),
-      spec,
-      'local',
-    );
-    return this.shadow ? shadowOf(denied) : denied;
+    const wait = msUntilTokens(have, cost, spec);
+    return this.#count(denyDecision(wait, wholeTokens(have), msUntilFull(have, spec), spec, 'local'));
+  }
+
+  /** `tryConsume` as a resolved promise, for code written against the `Limiter` contract. */
+  consume(key: string, cost = 1): Promise<Decision> {
+    return Promise.resolve(this.tryConsume(key, cost));
   }
 
   /**
    * What a request of cost 1 would get now, without taking anything or refreshing the key's
-   * place in the LRU order. A key whose buckets have all refilled is forgotten on the way.
+   * place in the LRU order (a blocked key is denied). A key whose buckets have all refilled is
+   * forgotten on the way.
    */
-  peek(key: string): Decision {
-    assertKey(key);
-    const now = this.#clock.now();
+  peek(key: string): Promise<Decision> {
+    this.#check(key);
+    const blockedMs = this.#blocked.blockedFor(key);
+    if (blockedMs > 0) return Promise.resolve(this.#shadowed(this.#blockedFor(blockedMs)));
     const stored = this.#buckets.peek(key);
-    if (stored === undefined) return this.#fullDecision();
-    const buckets = Array.isArray(stored) ? stored : [stored];
-    const limits = this.limits;
-    let full = true;
-    let at = 0;
-    let atWait = 0;
-    let atRemaining = 0;
-    let atFull = 0;
-    for (let i = 0; i < limits.length; i++) {
-      const spec = limits[i]!;
-      const bucket = buckets[i]!;
-      const tokens = refilled(bucket.tokens, now - bucket.updatedAtMs, spec);
-      if (!covers(tokens, spec.capacity)) full = false;
-      const wait = msUntilTokens(tokens, 1, spec);
-      const whole = wholeTokens(tokens);
-      const fullIn = msUntilFull(tokens, spec);
-      if (i === 0 || isTighter(wait, whole, fullIn, atWait, atRemaining, atFull)) {
-        at = i;
-        atWait = wait;
-        atRemaining = whole;
-        atFull = fullIn;
-      }
-    }
-    if (full) {
-      this.#buckets.delete(key);
-      return this.#fullDecision();
-    }
-    const spec = limits[at]!;
-    if (atWait === 0) return allowDecision(atRemaining, atFull, spec, 'local');
-    const denied = denyDecision(atWait, atRemaining, atFull, spec, 'local');
-    return this.shadow ? shadowOf(denied) : denied;
+    const decision = stored && peekAll(listOf(stored), this.#limits, this.#clock.now());
+    if (decision !== undefined) return Promise.resolve(this.#shadowed(decision));
+    if (stored !== undefined) this.#buckets.delete(key);
+    const spec = this.#tightestWhenFull;
+    return Promise.resolve(allowDecision(spec.capacity, 0, spec, 'local'));
   }
 
-  /** Forgets `key`: its next request finds full buckets. */
-  reset(key: string): void {
-    assertKey(key);
+  /** Forgets `key` (and lifts its block): its next request finds full buckets. Resolves `true`. */
+  reset(key: string): Promise<boolean> {
+    this.#check(key);
     this.#buckets.delete(key);
+    this.#blocked.unblock(key);
+    return Promise.resolve(true);
+  }
+
+  /** Gives `tokens` back to `key`, never past its capacity. Resolves `true`. */
+  reward(key: string, tokens: number): Promise<boolean> {
+    this.#check(key);
+    assertTokens(tokens);
+    const stored = this.#buckets.get(key);
+    // No entry is full buckets: nothing to give back to.
+    if (stored !== undefined) {
+      const now = this.#clock.now();
+      addTokens(listOf(stored), this.#limits, tokens, now);
+      if (allFull(stored, this.#limits, now)) this.#buckets.delete(key);
+    }
+    return Promise.resolve(true);
+  }
+
+  /** Takes `tokens` from `key` regardless; a bucket goes at most its capacity into debt. Resolves `true`. */
+  penalty(key: string, tokens: number): Promise<boolean> {
+    this.#check(key);
+    assertTokens(tokens);
+    const now = this.#clock.now();
+    let stored = this.#buckets.get(key);
+    if (stored === undefined) {
+      stored = entryOf(fullBuckets(this.#limits, now));
+      this.#buckets.set(key, stored);
+    }
+    addTokens(listOf(stored), this.#limits, -tokens, now);
+    return Promise.resolve(true);
+  }
+
+  /** Denies `key` for `ms` (a later end replaces an earlier one, never the reverse). */
+  block(key: string, ms: number): void {
+    this.#check(key);
+    this.#blocked.block(key, assertBlockMs(ms));
+  }
+
+  /**
+   * Replaces the limits. Every key keeps its state: a limit of the same name keeps its tokens
+   * (cut to a lower capacity), a new name starts full, as the shared stores do.
+   */
+  setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
+    const next = assertLimits('limits', limits);
+    carryTable(this.#buckets, this.#limits, next, this.#clock.now());
+    this.#limits = next;
+    this.#maxCost = smallestCapacity(next);
+    this.#single = next.length === 1 ? next[0] : undefined;
+    this.#tightestWhenFull = tightestWhenFull(next);
+  }
+
+  /** Decisions since the limiter was made (shadow-mode denials count as denied). */
+  stats(): LimiterStats {
+    return { allowed: this.#allowed, denied: this.#denied };
+  }
+
+  /** Forgets every key and makes later calls throw `ClosedError`. Resolves at once. */
+  close(): Promise<void> {
+    this.#closed = true;
+    this.#buckets.clear();
+    return Promise.resolve();
   }
 
   /** Forgets every key. */
@@ -211,65 +268,27 @@ export class LocalLimiter {
    * request path.
    */
   get size(): number {
-    const now = this.#clock.now();
-    const full: string[] = [];
-    for (const [key, stored] of this.#buckets.entries()) {
-      if (this.#isFull(stored, now)) full.push(key);
-    }
-    // Deleting while lru-cache iterates would unlink the entry the iterator stands on.
-    for (const key of full) this.#buckets.delete(key);
-    return this.#buckets.size;
+    return dropFull(this.#buckets, this.#limits, this.#clock.now());
   }
 
-  #consumeAll(key: string, cost: number, now: number): Decision {
-    const limits = this.limits;
-    const n = limits.length;
-    let buckets = this.#buckets.get(key) as BucketState[] | undefined;
-    if (buckets === undefined) {
-      buckets = [];
-      for (let i = 0; i < n; i++) buckets.push(fullBucket(limits[i]!, now));
-      this.#buckets.set(key, buckets);
-    }
-    let admit = true;
-    for (let i = 0; i < n; i++) {
-      const bucket = buckets[i]!;
-      advance(bucket, limits[i]!, now);
-      if (!covers(bucket.tokens, cost)) admit = false;
-    }
-    let at = 0;
-    let atWait = 0;
-    let atRemaining = 0;
-    let atFull = 0;
-    for (let i = 0; i < n; i++) {
-      const spec = limits[i]!;
-      const bucket = buckets[i]!;
-      if (admit) tryTake(bucket, spec, cost, now);
-      const wait = msUntilTokens(bucket.tokens, admit ? 1 : cost, spec);
-      const whole = wholeTokens(bucket.tokens);
-      const fullIn = msUntilFull(bucket.tokens, spec);
-      if (i === 0 || isTighter(wait, whole, fullIn, atWait, atRemaining, atFull)) {
-        at = i;
-        atWait = wait;
-        atRemaining = whole;
-        atFull = fullIn;
-      }
-    }
-    const spec = limits[at]!;
-    if (admit) return allowDecision(atRemaining, atFull, spec, 'local');
-    const denied = denyDecision(atWait, atRemaining, atFull, spec, 'local');
-    return this.shadow ? shadowOf(denied) : denied;
+  #check(key: string): void {
+    if (this.#closed) throw new ClosedError('LocalLimiter');
+    assertKey(key);
   }
 
-  #fullDecision(): Decision {
-    const spec = this.#tightestWhenFull;
-    return allowDecision(spec.capacity, 0, spec, 'local');
+  /** Counts a decision of the slow paths and applies shadow mode. */
+  #count(decision: Decision): Decision {
+    if (decision.allowed) this.#allowed++;
+    else this.#denied++;
+    return this.#shadowed(decision);
   }
 
-  #isFull(stored: Buckets, now: number): boolean {
-    if (!Array.isArray(stored)) return isFullAt(stored, this.#single!, now);
-    for (let i = 0; i < stored.length; i++) {
-      if (!isFullAt(stored[i]!, this.limits[i]!, now)) return false;
-    }
-    return true;
+  /** A blocked key's denial: nothing left until the block ends. */
+  #blockedFor(ms: number): Decision {
+    return denyDecision(ms, 0, ms, this.#tightestWhenFull, 'local');
+  }
+
+  #shadowed(decision: Decision): Decision {
+    return this.shadow ? shadowOf(decision) : decision;
   }
 }

@@ -108,9 +108,13 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     return this.#ask(key, cost, { key, limits: this.#limits, take: cost });
   }
 
-  /** What a request of cost 1 would get now, taking nothing (one store op, no tokens). */
+  /** What a request of cost 1 would get now, taking nothing (one store op, no tokens; none if blocked). */
   peek(key: string): Promise<Decision> {
     this.#check(key);
+    const blockedMs = this.#blocked.blockedFor(key);
+    if (blockedMs > 0) {
+      return Promise.resolve(denyDecision(blockedMs, 0, blockedMs, tightestWhenFull(this.#limits), 'local'));
+    }
     const limits = this.#limits;
     return this.#store
       .send(() => this.#sent({ key, limits }))

@@ -127,9 +127,9 @@ describe('LocalLimiter, several limits', () => {
     expect(limiter.tryConsume('a', 2)).toMatchObject({ allowed: true, remaining: 0, limit: 5 });
   });
 
-  it('names the smallest capacity as the limit of a key it has not seen', () => {
+  it('names the smallest capacity as the limit of a key it has not seen', async () => {
     const { limiter } = setup([perHour(100, { name: 'h' }), perSecond(4, { name: 's' })]);
-    expect(limiter.peek('new')).toEqual(allowDecision(4, 0, perSecond(4, { name: 's' }), 'local'));
+    expect(await limiter.peek('new')).toEqual(allowDecision(4, 0, perSecond(4, { name: 's' }), 'local'));
     expect(() => limiter.tryConsume('a', 5)).toThrowError(CostExceedsCapacityError);
   });
 
@@ -141,7 +141,7 @@ describe('LocalLimiter, several limits', () => {
 });
 
 describe('LocalLimiter memory', () => {
-  it('never holds more than maxKeys keys, forgetting the least recently used', () => {
+  it('never holds more than maxKeys keys, forgetting the least recently used', async () => {
     const { limiter } = setup(perMinute(2), { maxKeys: 3 });
     for (const key of ['a', 'b', 'c']) limiter.tryConsume(key, 2);
     expect(limiter.size).toBe(3);
@@ -149,9 +149,9 @@ describe('LocalLimiter memory', () => {
     limiter.tryConsume('d', 2);
     expect(limiter.size).toBe(3);
     // b was forgotten and comes back full; a and c were kept, still empty.
-    expect(limiter.peek('b').remaining).toBe(2);
-    expect(limiter.peek('a').allowed).toBe(false);
-    expect(limiter.peek('c').allowed).toBe(false);
+    expect((await limiter.peek('b')).remaining).toBe(2);
+    expect((await limiter.peek('a')).allowed).toBe(false);
+    expect((await limiter.peek('c')).allowed).toBe(false);
     for (let i = 0; i < 100; i++) {
       limiter.tryConsume(`k${i}`);
       expect(limiter.size).toBeLessThanOrEqual(3);
@@ -205,38 +205,43 @@ describe('LocalLimiter memory', () => {
 });
 
 describe('LocalLimiter.peek', () => {
-  it('reports without taking', () => {
+  it('reports without taking', async () => {
     const { clock, limiter } = setup(perSecond(10));
     limiter.tryConsume('a', 9);
-    expect(limiter.peek('a')).toEqual(allowDecision(1, 900, perSecond(10), 'local'));
-    expect(limiter.peek('a')).toEqual(allowDecision(1, 900, perSecond(10), 'local'));
+    expect(await limiter.peek('a')).toEqual(allowDecision(1, 900, perSecond(10), 'local'));
+    expect(await limiter.peek('a')).toEqual(allowDecision(1, 900, perSecond(10), 'local'));
     limiter.tryConsume('a');
     clock.advance(40);
-    expect(limiter.peek('a')).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 60, resetMs: 960 });
+    expect(await limiter.peek('a')).toMatchObject({
+      allowed: false,
+      remaining: 0,
+      retryAfterMs: 60,
+      resetMs: 960,
+    });
   });
 
-  it('does not keep a key alive in the LRU order', () => {
+  it('does not keep a key alive in the LRU order', async () => {
     const { limiter } = setup(perMinute(1), { maxKeys: 2 });
     limiter.tryConsume('a');
     limiter.tryConsume('b');
-    limiter.peek('a');
+    await limiter.peek('a');
     limiter.tryConsume('c'); // evicts a, the least recently *used*, although it was peeked last
-    expect(limiter.peek('a').allowed).toBe(true);
-    expect(limiter.peek('b').allowed).toBe(false);
+    expect((await limiter.peek('a')).allowed).toBe(true);
+    expect((await limiter.peek('b')).allowed).toBe(false);
   });
 
-  it('forgets a key it finds full', () => {
+  it('forgets a key it finds full', async () => {
     const { clock, limiter } = setup(perSecond(10));
     limiter.tryConsume('a');
     clock.advance(100);
-    expect(limiter.peek('a')).toEqual(allowDecision(10, 0, perSecond(10), 'local'));
+    expect(await limiter.peek('a')).toEqual(allowDecision(10, 0, perSecond(10), 'local'));
     clock.set(0); // a clock stepping back must not resurrect it
-    expect(limiter.peek('a')).toEqual(allowDecision(10, 0, perSecond(10), 'local'));
+    expect(await limiter.peek('a')).toEqual(allowDecision(10, 0, perSecond(10), 'local'));
   });
 });
 
 describe('LocalLimiter shadow mode', () => {
-  it('admits everything, marks what enforcement would deny, and charges as enforcement would', () => {
+  it('admits everything, marks what enforcement would deny, and charges as enforcement would', async () => {
     const { clock, limiter } = setup(perSecond(2), { shadow: true });
     expect(limiter.shadow).toBe(true);
     expect(limiter.tryConsume('a')).toEqual(allowDecision(1, 500, perSecond(2), 'local'));
@@ -255,7 +260,7 @@ describe('LocalLimiter shadow mode', () => {
     };
     expect(limiter.tryConsume('a')).toEqual(would);
     expect(limiter.tryConsume('a')).toEqual(would); // a shadow admission takes nothing
-    expect(limiter.peek('a')).toEqual(would);
+    expect(await limiter.peek('a')).toEqual(would);
     clock.advance(500);
     expect(limiter.tryConsume('a')).toEqual(allowDecision(0, 1000, perSecond(2), 'local'));
   });

@@ -1,3 +1,4 @@
+import { ConfigError } from '@tiered-limiter/core';
 import {
   RequestLimiter,
   type RequestLimiterOptions,
@@ -26,8 +27,8 @@ export type RedisTieredLimiterOptions = Omit<TieredLimiterOptions, 'store'> & Re
  * const decision = await login.consume('user:42');
  */
 export function createRedisLimiter(options: RedisLimiterOptions): RequestLimiter {
-  const { redis, prefix, ...rest } = options;
-  return new RequestLimiter({ ...rest, store: new RedisStore({ redis, prefix }) });
+  const { redis, prefix, coalesce, ...rest } = assertOptions(options);
+  return new RequestLimiter({ ...rest, store: new RedisStore({ redis, prefix, coalesce }) });
 }
 
 /**
@@ -44,6 +45,14 @@ export function createRedisLimiter(options: RedisLimiterOptions): RequestLimiter
  * const decision = api.tryConsume('user:42') ?? (await api.consume('user:42'));
  */
 export function createTieredLimiter(options: RedisTieredLimiterOptions): TieredLimiter {
-  const { redis, prefix, ...rest } = options;
-  return new TieredLimiter({ ...rest, store: new RedisStore({ redis, prefix }) });
+  const { redis, prefix, coalesce, ...rest } = assertOptions(options);
+  return new TieredLimiter({ ...rest, store: new RedisStore({ redis, prefix, coalesce }) });
+}
+
+/** A factory's options must be an object before they can be taken apart. */
+function assertOptions<T>(options: T): T {
+  if (options === null || typeof options !== 'object') {
+    throw new ConfigError('options', options, 'an object with a `redis` client');
+  }
+  return options;
 }

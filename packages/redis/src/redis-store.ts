@@ -163,7 +163,9 @@ function coalescerFor(
   // Not coalescing is a coalescer that sends one op a call with no bound on calls in flight.
   if (options === false) return new Coalescer(send, 1, Number.MAX_SAFE_INTEGER);
   const o = options ?? {};
-  if (o === null || typeof o !== 'object') throw new ConfigError('coalesce', options, 'an object or false');
+  if (o === null || typeof o !== 'object' || Array.isArray(o)) {
+    throw new ConfigError('coalesce', options, 'an object or false');
+  }
   return new Coalescer(
     send,
     assertInteger('coalesce.maxKeysPerCall', o.maxKeysPerCall ?? DEFAULT_MAX_KEYS_PER_CALL, 1, 10_000),

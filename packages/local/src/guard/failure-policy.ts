@@ -16,7 +16,7 @@ import {
   smallestCapacity,
   tightestWhenFull,
 } from '@tiered-limiter/core';
-import { DEFAULT_CLOSED_RETRY_AFTER_MS } from '../defaults.js';
+import { DEFAULT_CLOSED_RETRY_AFTER_MS, MAX_MAX_KEYS } from '../defaults.js';
 import { LocalLimiter } from '../local-limiter.js';
 
 const POLICIES: readonly FailurePolicy[] = ['open', 'closed', 'local'];
@@ -73,7 +73,12 @@ export class FailurePolicyDecider {
       1,
       86_400_000,
     );
-    this.#local = this.policy === 'local' ? localFallback(options.fallback, limits, clock) : undefined;
+    // Checked whatever the policy: a bad value is refused even where it would go unused.
+    const fallback =
+      options.fallback === undefined
+        ? undefined
+        : assertObject<LocalFallbackOptions>('fallback', options.fallback);
+    this.#local = this.policy === 'local' ? localFallback(fallback, limits, clock) : undefined;
     this.#localMaxCost = this.#local ? smallestCapacity(this.#local.limits) : 0;
   }
 
@@ -121,7 +126,7 @@ function localFallback(
   limits: readonly LimitSpec[],
   clock: Clock,
 ) {
-  const options = fallback === undefined ? {} : assertObject<LocalFallbackOptions>('fallback', fallback);
+  const options = fallback ?? {};
   let local: readonly LimitSpec[];
   if (options.limits !== undefined) {
     local = assertLimits('fallback.limits', options.limits);
@@ -134,7 +139,10 @@ function localFallback(
       "the number of instances sharing the limit (failurePolicy 'local' divides the limit among them), or give fallback.limits",
     );
   }
-  const maxKeys = options.maxKeys;
+  const maxKeys =
+    options.maxKeys === undefined
+      ? undefined
+      : assertInteger('fallback.maxKeys', options.maxKeys, 1, MAX_MAX_KEYS);
   return new LocalLimiter(
     maxKeys === undefined ? { limits: local, clock } : { limits: local, clock, maxKeys },
   );

@@ -1,5 +1,6 @@
 import {
   applyBucketOp,
+  assertClock,
   assertInteger,
   type BucketOp,
   type BucketReply,
@@ -59,13 +60,9 @@ export class MemoryStore implements GlobalStore {
   readonly #instances = new Map<string, number>();
 
   constructor(options: MemoryStoreOptions = {}) {
-    if (options === null || typeof options !== 'object')
+    if (options === null || typeof options !== 'object' || Array.isArray(options))
       throw new ConfigError('options', options, 'an object');
-    const clock = options.clock ?? performance;
-    if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function') {
-      throw new ConfigError('clock', clock, 'an object with a now() method');
-    }
-    this.#clock = clock;
+    this.#clock = options.clock === undefined ? performance : assertClock('clock', options.clock);
     const maxKeys = assertInteger(
       'maxKeys',
       options.maxKeys ?? DEFAULT_MEMORY_STORE_MAX_KEYS,

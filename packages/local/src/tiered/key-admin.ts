@@ -3,6 +3,7 @@ import {
   type BucketOp,
   type Clock,
   type Decision,
+  denyDecision,
   type LimitSpec,
 } from '@tiered-limiter/core';
 import type { LRUCache } from 'lru-cache';
@@ -35,7 +36,13 @@ export class KeyAdmin {
 
   /** The global bucket plus this instance's lease, taking nothing. */
   async peek(key: string): Promise<Decision> {
-    const { store, leases, book } = this.#parts;
+    const { store, leases, book, clock } = this.#parts;
+    const blocked = leases.peek(key);
+    const now = clock.now();
+    if (blocked !== undefined && now < blocked.blockedUntilMs) {
+      // A blocked key is denied here, with no store call, as a request would be.
+      return denyDecision(blocked.blockedUntilMs - now, 0, blocked.resetMs, blocked.limit, 'lease');
+    }
     const limits = this.#parts.limits();
     const result = await store.send(() => ({ key, limits }));
     if (!result.ok) return store.policy.decide(key, 1, result.error);

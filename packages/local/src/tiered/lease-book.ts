@@ -46,22 +46,31 @@ export class LeaseBook {
     this.#syncer = syncer;
     this.#onFleet = onFleet;
     refiller.onGrant((lease) => this.#granted(lease));
-    // The timer holds the book only weakly: a limiter dropped without close() is collected.
-    const book = new WeakRef(this);
     const timer: { handle: NodeJS.Timeout | undefined } = { handle: undefined };
-    const schedule = (ms: number) => {
-      timer.handle = setTimeout(() => {
-        const self = book.deref();
-        if (self === undefined) return;
-        self.#tick();
-        schedule(self.#syncer?.periodMs ?? self.#config.sweepEveryMs);
-      }, ms);
-      // A limiter's timers never keep a process alive.
-      timer.handle.unref();
-    };
-    schedule(syncer?.periodMs ?? config.sweepEveryMs);
+    LeaseBook.#schedule(new WeakRef(this), timer, syncer?.periodMs ?? config.sweepEveryMs);
     this.#timer = timer;
     dropped.register(owner, { timer, sharedClock }, this);
+  }
+
+  /**
+   * The book's timer, made outside the constructor: V8 gives every closure of one scope the same
+   * context, and the constructor's `onGrant` arrow puts `this` in it, so a timer made there held
+   * the book (and through it the limiter) strongly. Here it holds only the WeakRef; it runs the
+   * sweep, or the sync, and schedules itself again at the period in force.
+   */
+  static #schedule(
+    book: WeakRef<LeaseBook>,
+    timer: { handle: NodeJS.Timeout | undefined },
+    ms: number,
+  ): void {
+    timer.handle = setTimeout(() => {
+      const self = book.deref();
+      if (self === undefined || self.#timer.handle === undefined) return;
+      self.#tick();
+      LeaseBook.#schedule(book, timer, self.#syncer?.periodMs ?? self.#config.sweepEveryMs);
+    }, ms);
+    // A limiter's timers never keep a process alive.
+    timer.handle.unref();
   }
 
   /** Tokens held in leases now. */
@@ -104,6 +113,12 @@ export class LeaseBook {
   block(lease: Lease, untilMs: number): void {
     if (untilMs > lease.blockedUntilMs) lease.blockedUntilMs = untilMs;
     if (untilMs > lease.deniedUntilMs) lease.deniedUntilMs = untilMs;
+    drainLease(lease);
+    this.#settle(lease);
+  }
+
+  /** `setLimits`: hands back what `lease` holds (taken under the old limits) and reports its spends. */
+  drain(lease: Lease): void {
     drainLease(lease);
     this.#settle(lease);
   }

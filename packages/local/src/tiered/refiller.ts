@@ -220,8 +220,10 @@ export class Refiller {
     lease.replyAtMs = now;
     lease.resetMs = reply.resetMs;
     lease.limit = op.limits[reply.limitIndex] ?? lease.limit;
+    // A denial is remembered only when no whole token is left: a cost above what is left must
+    // not turn away a smaller one the bucket still has.
     const asked = op.reserve !== undefined || op.take !== undefined;
-    const deniedUntil = !asked || reply.ok ? 0 : now + Math.max(1, reply.retryAfterMs);
+    const deniedUntil = !asked || reply.ok || reply.remaining > 0 ? 0 : now + Math.max(1, reply.retryAfterMs);
     lease.deniedUntilMs = deniedUntil > lease.blockedUntilMs ? deniedUntil : lease.blockedUntilMs;
     if (leased > 0) this.#onGrant(lease);
   }

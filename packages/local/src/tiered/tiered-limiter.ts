@@ -24,6 +24,9 @@ import { touchSharedClock } from './shared-clock.js';
 import { type TieredLimiterEvents, type TieredLimiterStats, tieredStats } from './stats.js';
 import { type TieredParts, wireTiered } from './wiring.js';
 
+/** What the last-key cache holds before any key: never equal to a key, `undefined` included. */
+const NO_KEY = Symbol('no key');
+
 /**
  * The two-tier limiter: most decisions come from tokens this instance leased in batches from the
  * shared store, with no round trip and no promise (`tryConsume`); leases come with a periodic
@@ -46,7 +49,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
   readonly #counts: TieredParts['store']['counts'];
   readonly #waiters = new KeyedQueue();
   readonly #closing = new AbortController();
-  #lastKey: string | undefined;
+  #lastKey: string | symbol = NO_KEY;
   #lastLease: Lease | undefined;
   #denials = 0;
   #closed: Promise<void> | undefined;
@@ -204,6 +207,8 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     this.#limits = next;
     this.#maxCost = smallestCapacity(next);
     this.#parts.refiller.resize(next);
+    // Leases granted under the old limits go back; the next ones follow the new.
+    for (const lease of this.#leases.values()) this.#parts.book.drain(lease);
   }
 
   /** Counters since the limiter was made. */
@@ -219,7 +224,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
   close(): Promise<void> {
     if (this.#closed === undefined) {
       this.#closing.abort();
-      this.#lastKey = undefined;
+      this.#lastKey = NO_KEY;
       this.#lastLease = undefined;
       const leases = [...this.#leases.values()];
       this.#closed = this.#parts.book
@@ -239,7 +244,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
 
   #evicted(lease: Lease): void {
     if (this.#lastLease === lease) {
-      this.#lastKey = undefined;
+      this.#lastKey = NO_KEY;
       this.#lastLease = undefined;
     }
     this.#parts.book.evicted(lease);

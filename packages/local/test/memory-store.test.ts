@@ -1,0 +1,57 @@
+import { defineLimit, perSecond } from '@tiered-limiter/core';
+import { MemoryStore, TieredLimiter } from '@tiered-limiter/local';
+import { FakeClock } from '@tiered-limiter/test-harness';
+import { describe, expect, it } from 'vitest';
+
+// Issue 9 §4: a MemoryStore kept every bucket it ever saw (300,000 keys seen once, 300,000
+// entries after all had refilled; 117–152 MB for 1 M keys). Now a full bucket is dropped when it
+// is touched, each op checks the least recently used buckets, and `maxKeys` caps the rest.
+
+/** 10 per second: a bucket that gave one token is full again 100 ms later. */
+const TEN = perSecond(10, { name: 'ten' });
+const KEYS = 300_000;
+
+describe('MemoryStore stays bounded', () => {
+  it('300,000 keys seen once: entries follow the keys of the last fill time, then drain to none', async () => {
+    const clock = new FakeClock(0);
+    const store = new MemoryStore({ clock });
+    let most = 0;
+    // One key every 10 µs for 3 s: about 10,000 keys are seen within any 100 ms.
+    for (let i = 0; i < KEYS; i++) {
+      await store.apply({ key: `k${i}`, limits: [TEN], take: 1 });
+      clock.advance(0.01);
+      if (store.size > most) most = store.size;
+    }
+    expect(most).toBeGreaterThanOrEqual(10_000);
+    expect(most).toBeLessThanOrEqual(10_100);
+    // Every bucket has refilled: traffic on one key sweeps the rest away, two a call.
+    clock.advance(1_000);
+    for (let i = 0; i < 5_100; i++) await store.apply({ key: 'hot', limits: [TEN] });
+    expect(store.size).toBeLessThanOrEqual(1);
+    console.log(`MemoryStore: ${KEYS} keys seen once, at most ${most} entries, ${store.size} once refilled`);
+  });
+
+  it('maxKeys caps the entries of buckets that are not full, forgetting the least recently used', async () => {
+    const clock = new FakeClock(0);
+    // One token in 1,000 s: no bucket refills during the test.
+    const slow = defineLimit({ capacity: 5, refillPerSecond: 0.001, name: 'slow' });
+    const store = new MemoryStore({ clock, maxKeys: 1_000 });
+    for (let i = 0; i < 5_000; i++) await store.apply({ key: `k${i}`, limits: [slow], take: 5 });
+    expect(store.size).toBe(1_000);
+    // The newest are held, empty; the oldest were forgotten, as an evicted Redis key: full again.
+    expect(await store.apply({ key: 'k4999', limits: [slow] })).toMatchObject({ ok: false, remaining: 0 });
+    expect(await store.apply({ key: 'k0', limits: [slow] })).toMatchObject({ ok: true, remaining: 5 });
+  });
+
+  it('keeps a bucket with tokens on lease, and drops it once they are handed back and it refilled', async () => {
+    const clock = new FakeClock(0);
+    const store = new MemoryStore({ clock });
+    const limiter = new TieredLimiter({ store, limits: TEN, failurePolicy: 'open', clock, instances: 1 });
+    for (let i = 0; i < 5; i++) limiter.tryConsume('k') ?? (await limiter.consume('k'));
+    expect(store.size).toBe(1);
+    await limiter.close();
+    clock.advance(2_000);
+    for (let i = 0; i < 2; i++) await store.apply({ key: 'other', limits: [TEN] });
+    expect(store.size).toBe(0);
+  });
+});

@@ -1,0 +1,92 @@
+import { type Decision, defineLimit, type StoreError } from '@tiered-limiter/core';
+import { RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
+import { RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
+import { type RedisServer, startRedisWithClient, uniquePrefix } from '@tiered-limiter/test-harness';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+// Issue 9 §6: when this process's own event loop stalls, a store call's timeout fires late, and
+// the reply may already wait in the socket. That is the process's fault, not the store's: the
+// guard gives the reply one more turn of the event loop before it calls a timeout. With a healthy
+// Redis and calls on the wire, a 30 ms busy loop (beyond the 20 ms timeout) must cost no policy
+// decision, no failure, and never open the breaker (3 failures in a row would).
+
+const TIMEOUT_MS = 20;
+const STALL_MS = 30;
+const ROUNDS = 5;
+const IN_FLIGHT = 64;
+const KEYS = 8;
+const LIMIT = defineLimit({ capacity: 1_000_000, refillPerSecond: 1_000, name: 'roomy' });
+
+let server: RedisServer;
+let redis: Redis;
+
+beforeAll(async () => {
+  ({ server, redis } = await startRedisWithClient(recommendedRedisOptions));
+});
+afterAll(() => server.stop());
+
+/** Blocks this thread, timers and I/O included, as a handler that computes would. */
+function busyLoop(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // spin
+  }
+}
+
+/** Lets microtasks run (never I/O, never a timer) until `sent` says every op left, at most 1,000 turns. */
+async function untilSent(sent: () => boolean): Promise<void> {
+  for (let turn = 0; turn < 1_000 && !sent(); turn++) await null;
+}
+
+const makers = {
+  RequestLimiter: (store: RedisStore) =>
+    new RequestLimiter({ store, limits: LIMIT, failurePolicy: 'closed', timeoutMs: TIMEOUT_MS }),
+  TieredLimiter: (store: RedisStore) =>
+    new TieredLimiter({ store, limits: LIMIT, failurePolicy: 'closed', timeoutMs: TIMEOUT_MS }),
+};
+
+describe('an event-loop stall of this process, Redis healthy', () => {
+  it.each(Object.entries(makers))(
+    '%s: no policy decision, no failure, the breaker stays closed',
+    async (_, make) => {
+      const store = new RedisStore({ redis, prefix: uniquePrefix('stall') });
+      const limiter = make(store);
+      const failures: StoreError[] = [];
+      limiter.on('failure', (error) => failures.push(error));
+      limiter.on('degraded', (error) => failures.push(error));
+      const decisions: Decision[] = [];
+      let stalledInFlight = 0;
+      for (let round = 0; round < ROUNDS; round++) {
+        // Fresh keys each round: every request needs the store (a lease would answer in process).
+        const keys = Array.from({ length: KEYS }, (_, i) => `r${round}-k${i}`);
+        const opsBefore = store.stats().ops;
+        let settled = 0;
+        const pending = Array.from({ length: IN_FLIGHT }, (_, i) =>
+          limiter.consume(keys[i % KEYS]!).then((d) => {
+            settled++;
+            return d;
+          }),
+        );
+        // Every op on the wire (one per key for the two-tier limiter, one per request otherwise)
+        // before the loop stalls: no reply can have been read yet, only microtasks ran.
+        const ops = limiter instanceof TieredLimiter ? KEYS : IN_FLIGHT;
+        await untilSent(() => store.stats().ops - opsBefore >= ops);
+        expect(store.stats().ops - opsBefore).toBe(ops);
+        stalledInFlight += IN_FLIGHT - settled;
+        busyLoop(STALL_MS);
+        decisions.push(...(await Promise.all(pending)));
+        // Round by round: a stall that failed calls shows here, before the breaker hides the next.
+        expect(failures.map((e) => e.code)).toEqual([]);
+      }
+      // The stall caught every request in flight, each past its timeout.
+      expect(stalledInFlight).toBe(ROUNDS * IN_FLIGHT);
+      expect(failures.map((e) => e.code)).toEqual([]);
+      expect(decisions.filter((d) => d.tier === 'fallback')).toEqual([]);
+      expect(decisions.every((d) => d.allowed)).toBe(true);
+      expect(limiter.degraded).toBe(false);
+      expect(limiter.stats().decisions.fallback).toBe(0);
+      await limiter.close();
+    },
+  );
+});
