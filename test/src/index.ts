@@ -1,4 +1,7 @@
-export { ClientSet, whenReady } from './clients.js';
+export type { ClientKind, KindClient, KindOptions } from './client-kinds.js';
+export { CLIENT_KINDS, connectCluster, connectServer } from './client-kinds.js';
+export type { Closable } from './clients.js';
+export { ClientSet, closeClient, whenReady } from './clients.js';
 export { FakeClock } from './fake-clock.js';
 export { findBinary, freePort, LOOPBACK, portIsFree, RedisProcess } from './processes.js';
 export { sleepAtLeast, sleepUntil, stopwatch } from './real-time.js';

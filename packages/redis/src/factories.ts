@@ -26,8 +26,8 @@ export type RedisTieredLimiterOptions = Omit<TieredLimiterOptions, 'store'> & Re
  * const decision = await login.consume('user:42');
  */
 export function createRedisLimiter(options: RedisLimiterOptions): RequestLimiter {
-  const { redis, prefix, ...rest } = options;
-  return new RequestLimiter({ ...rest, store: new RedisStore({ redis, prefix }) });
+  const { redis, prefix, coalesce, shards, ...rest } = options;
+  return new RequestLimiter({ ...rest, store: new RedisStore({ redis, prefix, coalesce, shards }) });
 }
 
 /**
@@ -44,6 +44,6 @@ export function createRedisLimiter(options: RedisLimiterOptions): RequestLimiter
  * const decision = api.tryConsume('user:42') ?? (await api.consume('user:42'));
  */
 export function createTieredLimiter(options: RedisTieredLimiterOptions): TieredLimiter {
-  const { redis, prefix, ...rest } = options;
-  return new TieredLimiter({ ...rest, store: new RedisStore({ redis, prefix }) });
+  const { redis, prefix, coalesce, shards, ...rest } = options;
+  return new TieredLimiter({ ...rest, store: new RedisStore({ redis, prefix, coalesce, shards }) });
 }
