@@ -8,7 +8,7 @@ import {
   StoreError,
 } from '@tiered-limiter/core';
 import calculateSlot from 'cluster-key-slot';
-import { adapterFor, type RedisClientAdapter, type RedisClientLike } from './client/adapter.js';
+import { adapterFor, asError, type RedisClientAdapter, type RedisClientLike } from './client/adapter.js';
 import { type CoalesceOptions, Coalescer, type CoalescerStats, type Pending } from './coalescer.js';
 import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_KEYS_PER_CALL, MAX_SHARDS } from './defaults.js';
 import { assertPrefix, bucketKeys, DEFAULT_PREFIX } from './keys.js';
@@ -49,6 +49,9 @@ export interface RedisStoreOptions {
 }
 
 type Op = Pending<BucketOp, BucketReply>;
+
+/** Errors with which Redis refuses a call without running it: the slot is elsewhere or moving. */
+const REDIRECTED = /^(MOVED|ASK|TRYAGAIN) /;
 
 /**
  * The `GlobalStore` on Redis: one Lua script (`lua/apply.lua`) that applies a batch of ops
@@ -138,11 +141,19 @@ export class RedisStore implements GlobalStore {
       for (const batch of batches) for (const pending of batch) pending.reject(failure('apply', error));
       return;
     }
-    batches.forEach((batch, i) => {
-      const reply = results[i];
-      if (reply instanceof Error) for (const pending of batch) pending.reject(failure('apply', reply));
-      else settle(batch, reply);
-    });
+    await Promise.all(
+      batches.map(async (batch, i) => {
+        let reply = results[i];
+        // A pipeline whose calls were redirected in part comes back with those calls failed.
+        // Redis ran none of them, so each goes once more alone, where the client follows the
+        // redirection itself (ASKING included). Nothing that may have run is ever resent.
+        if (reply instanceof Error && REDIRECTED.test(reply.message) && batches.length > 1) {
+          reply = await this.#client.evalScript(APPLY_SCRIPT, [encodeOps(batch)]).then((r) => r[0], asError);
+        }
+        if (reply instanceof Error) for (const pending of batch) pending.reject(failure('apply', reply));
+        else settle(batch, reply);
+      }),
+    );
   }
 }
 

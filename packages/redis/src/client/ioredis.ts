@@ -3,6 +3,9 @@ import { asError } from './adapter.js';
 
 type Command = (...args: (string | number)[]) => Promise<unknown>;
 
+/** ioredis' refusal of a Cluster pipeline whose keys are on more than one node (nothing was sent). */
+const SPLIT_PIPELINE = /same slots allocation group/;
+
 /** What the store uses of an ioredis (or iovalkey) `Redis` or `Cluster`. */
 interface IoredisLike {
   defineCommand(name: string, definition: { lua: string }): void;
@@ -49,7 +52,15 @@ export function ioredisAdapter(client: IoredisLike): RedisClientAdapter {
       }
       const pipeline = client.pipeline();
       for (const call of calls) (pipeline[name] as Command).apply(pipeline, [...call]);
-      const results = await pipeline.exec();
+      let results: [Error | null, unknown][] | null;
+      try {
+        results = await pipeline.exec();
+      } catch (error) {
+        // A Cluster pipeline whose slots the client now maps to different nodes (a slot moved
+        // since the store grouped them) is refused before anything is sent: send each alone.
+        if (!(error instanceof Error) || !SPLIT_PIPELINE.test(error.message)) throw error;
+        return Promise.all(calls.map((call) => this.evalScript(script, [call]).then((r) => r[0])));
+      }
       return calls.map((_, i) => {
         const [error, reply] = results?.[i] ?? [new Error('no reply in the pipeline'), undefined];
         return error ?? reply;

@@ -16,6 +16,10 @@ interface NodeRedisClusterLike {
 
 type NodeRedisLike = NodeRedisClientLike | NodeRedisClusterLike;
 
+/** Tries of a call Redis refused with TRYAGAIN, and the pause between them (ioredis' default). */
+const TRYAGAIN_ATTEMPTS = 5;
+const TRYAGAIN_DELAY_MS = 100;
+
 /** Whether `client` looks like a node-redis client or cluster (raw `sendCommand`, no `defineCommand`). */
 export function isNodeRedisLike(client: object): client is NodeRedisLike {
   const c = client as Partial<NodeRedisClientLike & NodeRedisClusterLike>;
@@ -34,14 +38,27 @@ export function nodeRedisAdapter(client: NodeRedisLike): RedisClientAdapter {
   const cluster = 'masters' in client ? (client as NodeRedisClusterLike) : undefined;
   const send = (firstKey: string, args: string[]): Promise<unknown> =>
     cluster ? cluster.sendCommand(firstKey, false, args) : (client as NodeRedisClientLike).sendCommand(args);
-  const run = async (script: LuaScript, call: ScriptCall): Promise<unknown> => {
-    const args = call.map(String);
+  const evalsha = async (script: LuaScript, args: string[]): Promise<unknown> => {
     const firstKey = args[1] ?? '';
     try {
       return await send(firstKey, ['EVALSHA', script.sha1, ...args]);
     } catch (error) {
       if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
       return send(firstKey, ['EVAL', script.lua, ...args]);
+    }
+  };
+  const run = async (script: LuaScript, call: ScriptCall): Promise<unknown> => {
+    const args = call.map(String);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await evalsha(script, args);
+      } catch (error) {
+        // TRYAGAIN: the call's keys are split by a slot migration and Redis ran nothing. ioredis
+        // waits and retries (`retryDelayOnTryAgain`); node-redis does not, so the adapter does.
+        const retry = error instanceof Error && error.message.startsWith('TRYAGAIN');
+        if (!retry || attempt >= TRYAGAIN_ATTEMPTS) throw error;
+        await new Promise((resolve) => setTimeout(resolve, TRYAGAIN_DELAY_MS));
+      }
     }
   };
   return {
