@@ -416,10 +416,13 @@ export const exercises = {
 function recordingMeter() {
   const records = {};
   const callbacks = new Set();
+  const push = (into, name, value, attributes) => {
+    into[name] = [...(into[name] ?? []), [value, attributes]];
+  };
   const instrument = (name) => ({
     name,
-    add: (value, attributes) => (records[name] ??= []).push([value, attributes]),
-    record: (value, attributes) => (records[name] ??= []).push([value, attributes]),
+    add: (value, attributes) => push(records, name, value, attributes),
+    record: (value, attributes) => push(records, name, value, attributes),
   });
   return {
     records,
@@ -433,7 +436,7 @@ function recordingMeter() {
     collect() {
       const points = {};
       for (const callback of callbacks) {
-        callback({ observe: (i, value, attributes) => (points[i.name] ??= []).push([value, attributes]) });
+        callback({ observe: (i, value, attributes) => push(points, i.name, value, attributes) });
       }
       return points;
     },
