@@ -84,38 +84,21 @@ export function observeLimiter(
   options: ObserveLimiterOptions = {},
 ): LimiterObservation {
   const base = options.attributes ?? {};
-  const decisions = meter.createObservableCounter(METRICS.decisions, {
-    description: 'Decisions by outcome',
-    unit: '{decision}',
-  });
-  const byTier = meter.createObservableCounter(METRICS.decisionsByTier, {
-    description: 'Decisions by the tier that made them',
-    unit: '{decision}',
-  });
-  const roundTrips = meter.createObservableCounter(METRICS.roundTrips, {
-    description: 'Calls sent to the shared store',
-    unit: '{call}',
-  });
-  const tokens = meter.createObservableCounter(METRICS.tokens, {
-    description: 'Tokens by what became of them',
-    unit: '{token}',
-  });
+  const counter = (name: string, description: string, unit: string) =>
+    meter.createObservableCounter(name, { description, unit });
+  const gauge = (name: string, description: string, unit: string) =>
+    meter.createObservableGauge(name, { description, unit });
+  const decisions = counter(METRICS.decisions, 'Decisions by outcome', '{decision}');
+  const byTier = counter(METRICS.decisionsByTier, 'Decisions by the tier that made them', '{decision}');
+  const roundTrips = counter(METRICS.roundTrips, 'Calls sent to the shared store', '{call}');
+  const tokens = counter(METRICS.tokens, 'Tokens by what became of them', '{token}');
+  const degradedTime = counter(METRICS.degradedTime, 'Time spent with the store considered down', 's');
   const held = meter.createObservableUpDownCounter(METRICS.tokensHeld, {
     description: 'Tokens held in leases now',
     unit: '{token}',
   });
-  const degradedTime = meter.createObservableCounter(METRICS.degradedTime, {
-    description: 'Time spent with the store considered down',
-    unit: 's',
-  });
-  const degraded = meter.createObservableGauge(METRICS.degraded, {
-    description: '1 while the store is considered down',
-    unit: '1',
-  });
-  const instances = meter.createObservableGauge(METRICS.instances, {
-    description: 'Live instances of the fleet sharing the limit',
-    unit: '{instance}',
-  });
+  const degraded = gauge(METRICS.degraded, '1 while the store is considered down', '1');
+  const instances = gauge(METRICS.instances, 'Live instances of the fleet sharing the limit', '{instance}');
   const degradations = meter.createCounter(METRICS.degradations, {
     description: 'Times the store was considered down',
     unit: '{event}',
