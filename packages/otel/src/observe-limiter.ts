@@ -29,7 +29,12 @@ export interface ObservedStats extends LimiterStats {
   /** Whether the store is considered down now. */
   readonly degraded?: boolean;
   /** Live instances of the fleet (a number, or an object with `live`). */
-  readonly instances?: number | { readonly live?: number };
+  readonly instances?:
+    | number
+    | {
+        /** Instances seen alive in the last period. */
+        readonly live?: number;
+      };
 }
 
 /** A limiter as `observeLimiter` sees it: `stats()`, and its events where it has them. */
