@@ -9,6 +9,7 @@ export default defineConfig({
       '@tiered-limiter/core': src('./packages/core/src/index.ts'),
       '@tiered-limiter/http': src('./packages/http/src/index.ts'),
       '@tiered-limiter/local': src('./packages/local/src/index.ts'),
+      '@tiered-limiter/otel': src('./packages/otel/src/index.ts'),
       '@tiered-limiter/redis': src('./packages/redis/src/index.ts'),
       '@tiered-limiter/test-harness': src('./test/src/index.ts'),
     },

@@ -1,8 +1,15 @@
 import { type Decision, defineLimit, type FailurePolicy } from '@tiered-limiter/core';
 import type { RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
-import { createRedisLimiter, createTieredLimiter, recommendedRedisOptions } from '@tiered-limiter/redis';
-import { type RedisServer, startRedis, uniquePrefix, whenReady } from '@tiered-limiter/test-harness';
-import type { Redis } from 'ioredis';
+import { createRedisLimiter, createTieredLimiter, RedisStore } from '@tiered-limiter/redis';
+import {
+  CLIENT_KINDS,
+  type ClientKind,
+  connectServer,
+  type KindClient,
+  type RedisServer,
+  startRedis,
+  uniquePrefix,
+} from '@tiered-limiter/test-harness';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 // Faults are real: the server is paused, killed, restarted, its scripts flushed. Budgets carry
@@ -12,10 +19,12 @@ const TIMEOUT_MS = 20;
 const LATENCY_BUDGET_MS = TIMEOUT_MS + 60;
 const RECOVERY_BUDGET_MS = 2000;
 const LIMIT = defineLimit({ capacity: 40, refillPerSecond: 20 });
+/** A bucket that refills nothing worth a token during a test, to count what ran. */
+const SLOW = defineLimit({ capacity: 40, refillPerSecond: 0.001, name: 'slow' });
 const INSTANCES = 4; // the local fallback admits 40 / 4 = 10 per key at once, then 5/s
 
 let server: RedisServer;
-const clients: Redis[] = [];
+const clients: KindClient[] = [];
 const limiters: (TieredLimiter | RequestLimiter)[] = [];
 const unhandled: unknown[] = [];
 const onUnhandled = (reason: unknown) => unhandled.push(reason);
@@ -26,7 +35,7 @@ beforeAll(async () => {
 });
 afterEach(async () => {
   await Promise.all(limiters.splice(0).map((l) => l.close()));
-  for (const c of clients.splice(0)) c.disconnect();
+  for (const c of clients.splice(0)) c.close();
   expect(unhandled).toEqual([]);
 });
 afterAll(async () => {
@@ -34,16 +43,23 @@ afterAll(async () => {
   await server.stop();
 });
 
-async function connect(): Promise<Redis> {
-  const client = server.client({ ...recommendedRedisOptions });
+/** The client library the limiters under test use; the admin connection is always ioredis. */
+let kind: ClientKind = 'ioredis';
+
+async function connect(): Promise<object> {
+  const client = await connectServer(kind, server);
   clients.push(client);
-  await whenReady(client);
-  return client;
+  return client.client;
 }
 
-async function tiered(policy: FailurePolicy): Promise<TieredLimiter> {
+function admin() {
+  return server.client();
+}
+
+async function tiered(policy: FailurePolicy, coalesce = true): Promise<TieredLimiter> {
   const limiter = createTieredLimiter({
     redis: await connect(),
+    coalesce: coalesce ? undefined : false,
     prefix: uniquePrefix('fault'),
     limits: LIMIT,
     failurePolicy: policy,
@@ -54,9 +70,10 @@ async function tiered(policy: FailurePolicy): Promise<TieredLimiter> {
   return limiter;
 }
 
-async function perRequest(policy: 'open' | 'closed'): Promise<RequestLimiter> {
+async function perRequest(policy: 'open' | 'closed', coalesce = true): Promise<RequestLimiter> {
   const limiter = createRedisLimiter({
     redis: await connect(),
+    coalesce: coalesce ? undefined : false,
     prefix: uniquePrefix('fault'),
     limits: LIMIT,
     failurePolicy: policy,
@@ -110,73 +127,153 @@ function expectByPolicy(timed: Timed[], policy: FailurePolicy) {
   for (const { ms } of timed) expect(ms).toBeLessThanOrEqual(LATENCY_BUDGET_MS);
 }
 
-describe.each(['open', 'closed', 'local'] as const)(
-  'TieredLimiter, failurePolicy %s, on a real Redis fault',
-  (policy) => {
-    it('CLIENT PAUSE: every decision within the timeout, by policy; back on Redis within 2 s', async () => {
-      const limiter = await tiered(policy);
-      await drive(limiter, 5, (i) => `warm-${i}`);
-      const admin = await connect();
-      await admin.call('CLIENT', 'PAUSE', '1000');
-      const during = await drive(limiter, 40, (i) => `paused-${i}`);
-      expectByPolicy(during, policy);
-      if (policy === 'local') {
-        // One key, hammered while paused: no more than the local share (40 / 4 = 10 at once).
-        const hammered = await drive(limiter, 30, () => 'paused-hot');
-        expect(hammered.filter((t) => t.decision.allowed).length).toBeLessThanOrEqual(10 + 1);
+/** Decides `count` times at once (so the store coalesces them), timing each; bounded by count. */
+async function burst(limiter: TieredLimiter | RequestLimiter, count: number, key: (i: number) => string) {
+  return Promise.all(
+    Array.from({ length: count }, async (_, i) => {
+      const start = performance.now();
+      const decision = await limiter.consume(key(i));
+      return { decision, ms: performance.now() - start };
+    }),
+  );
+}
+
+/** Tokens gone from each key's bucket (capacity 40, 20/s: read at once, before much refills). */
+async function takenPerKey(prefix: string, keys: readonly string[]): Promise<number[]> {
+  const store = new RedisStore({ redis: await connect(), prefix });
+  const replies = await Promise.all(keys.map((key) => store.apply({ key, limits: [SLOW] })));
+  return replies.map((reply) => SLOW.capacity - reply.remaining);
+}
+
+describe.each(CLIENT_KINDS)('with %s', (clientKind) => {
+  beforeAll(() => {
+    kind = clientKind;
+  });
+
+  describe.each(['open', 'closed', 'local'] as const)(
+    'TieredLimiter, failurePolicy %s, on a real Redis fault',
+    (policy) => {
+      it('CLIENT PAUSE: every decision within the timeout, by policy; back on Redis within 2 s', async () => {
+        const limiter = await tiered(policy);
+        await drive(limiter, 5, (i) => `warm-${i}`);
+        await admin().call('CLIENT', 'PAUSE', '1000');
+        const during = await drive(limiter, 40, (i) => `paused-${i}`);
+        expectByPolicy(during, policy);
+        if (policy === 'local') {
+          // One key, hammered while paused: no more than the local share (40 / 4 = 10 at once).
+          const hammered = await drive(limiter, 30, () => 'paused-hot');
+          expect(hammered.filter((t) => t.decision.allowed).length).toBeLessThanOrEqual(10 + 1);
+        }
+        expect(await msUntilRedisAnswers(limiter, 'after-pause')).toBeLessThanOrEqual(
+          RECOVERY_BUDGET_MS + 1000,
+        );
+      });
+
+      it('killed, then restarted: decisions by policy while it is gone, from Redis once it is back', async () => {
+        const limiter = await tiered(policy);
+        await drive(limiter, 5, (i) => `warm-${i}`);
+        await server.kill();
+        const during = await drive(limiter, 40, (i) => `down-${i}`);
+        expectByPolicy(during, policy);
+        await server.restart();
+        const restartedAt = performance.now();
+        const ms = await msUntilRedisAnswers(limiter, 'after-restart');
+        console.info(
+          `${policy}: back on Redis ${Math.round(ms)} ms after restart (${Math.round(performance.now() - restartedAt)})`,
+        );
+        expect(ms).toBeLessThanOrEqual(RECOVERY_BUDGET_MS);
+      });
+    },
+  );
+
+  describe('SCRIPT FLUSH', () => {
+    it('costs no decision: the script is sent again on NOSCRIPT (it did not run)', async () => {
+      const tieredLimiter = await tiered('closed');
+      const requestLimiter = await perRequest('closed');
+      await drive(tieredLimiter, 3, (i) => `a-${i}`);
+      await drive(requestLimiter, 3, (i) => `a-${i}`);
+      await admin().script('FLUSH');
+      const after = [
+        ...(await drive(tieredLimiter, 5, (i) => `b-${i}`)),
+        ...(await drive(requestLimiter, 5, (i) => `b-${i}`)),
+      ];
+      for (const { decision } of after) expect(decision).toMatchObject({ allowed: true, tier: 'global' });
+    });
+  });
+
+  describe.each(['open', 'closed'] as const)(
+    'RequestLimiter, failurePolicy %s, on a real Redis fault',
+    (policy) => {
+      it('CLIENT PAUSE and a kill: within the timeout, by policy, and back', async () => {
+        const limiter = await perRequest(policy);
+        await drive(limiter, 3, (i) => `warm-${i}`);
+        await admin().call('CLIENT', 'PAUSE', '1000');
+        expectByPolicy(await drive(limiter, 30, (i) => `paused-${i}`), policy);
+        expect(await msUntilRedisAnswers(limiter, 'after-pause')).toBeLessThanOrEqual(
+          RECOVERY_BUDGET_MS + 1000,
+        );
+        await server.kill();
+        expectByPolicy(await drive(limiter, 30, (i) => `down-${i}`), policy);
+        await server.restart();
+        expect(await msUntilRedisAnswers(limiter, 'after-restart')).toBeLessThanOrEqual(RECOVERY_BUDGET_MS);
+      });
+    },
+  );
+
+  describe.each([true, false])('coalescing %s: a batch in flight when the connection drops', (coalesce) => {
+    it('RequestLimiter: each waiting request gets its policy within the timeout; no op runs twice', async () => {
+      const prefix = uniquePrefix('batch');
+      const limiter = createRedisLimiter({
+        redis: await connect(),
+        coalesce: coalesce ? undefined : false,
+        prefix,
+        limits: SLOW,
+        failurePolicy: 'closed',
+        timeoutMs: TIMEOUT_MS,
+      });
+      limiters.push(limiter);
+      const keys = Array.from({ length: 64 }, (_, i) => `k${i}`);
+      await burst(limiter, keys.length, (i) => keys[i]!); // one token each, scripts loaded
+      const control = admin();
+      await control.call('CLIENT', 'PAUSE', '2000', 'WRITE');
+      try {
+        const pending = burst(limiter, keys.length, (i) => keys[i]!);
+        await new Promise((r) => setTimeout(r, 100)); // the batches are on the server, held
+        await killConnections(control, prefix);
+        expectByPolicy(await pending, 'closed');
+      } finally {
+        await control.call('CLIENT', 'UNPAUSE');
       }
-      expect(await msUntilRedisAnswers(limiter, 'after-pause')).toBeLessThanOrEqual(
-        RECOVERY_BUDGET_MS + 1000,
-      );
-    });
-
-    it('killed, then restarted: decisions by policy while it is gone, from Redis once it is back', async () => {
-      const limiter = await tiered(policy);
-      await drive(limiter, 5, (i) => `warm-${i}`);
-      await server.kill();
-      const during = await drive(limiter, 40, (i) => `down-${i}`);
-      expectByPolicy(during, policy);
-      await server.restart();
-      const restartedAt = performance.now();
-      const ms = await msUntilRedisAnswers(limiter, 'after-restart');
+      await new Promise((r) => setTimeout(r, 500)); // past the reconnect and anything sent late
+      const taken = await takenPerKey(prefix, keys);
+      // 1 from the warm-up. Every held op was on the server (64 keys: one coalesced call, or 64
+      // single ones) when its connection died, so none ran; a resend would run after the unpause.
+      expect(taken).toEqual(keys.map(() => 1));
       console.info(
-        `${policy}: back on Redis ${Math.round(ms)} ms after restart (${Math.round(performance.now() - restartedAt)})`,
+        `${clientKind}, coalesce ${coalesce}: ${limiter.stats().decisions.fallback} by policy, none resent`,
       );
-      expect(ms).toBeLessThanOrEqual(RECOVERY_BUDGET_MS);
     });
-  },
-);
 
-describe('SCRIPT FLUSH', () => {
-  it('costs no decision: ioredis reloads the script on NOSCRIPT', async () => {
-    const tieredLimiter = await tiered('closed');
-    const requestLimiter = await perRequest('closed');
-    await drive(tieredLimiter, 3, (i) => `a-${i}`);
-    await drive(requestLimiter, 3, (i) => `a-${i}`);
-    await (await connect()).script('FLUSH');
-    const after = [
-      ...(await drive(tieredLimiter, 5, (i) => `b-${i}`)),
-      ...(await drive(requestLimiter, 5, (i) => `b-${i}`)),
-    ];
-    for (const { decision } of after) expect(decision).toMatchObject({ allowed: true, tier: 'global' });
+    it('TieredLimiter: every request by policy within the timeout while Redis is killed mid-batch', async () => {
+      const limiter = await tiered('local', coalesce);
+      await burst(limiter, 64, (i) => `warm-${i}`);
+      await admin().call('CLIENT', 'PAUSE', '1000', 'WRITE');
+      const pending = burst(limiter, 64, (i) => `cold-${i}`);
+      await new Promise((r) => setTimeout(r, 50));
+      await server.kill();
+      expectByPolicy(await pending, 'local');
+      await server.restart();
+      expect(await msUntilRedisAnswers(limiter, 'after-batch')).toBeLessThanOrEqual(RECOVERY_BUDGET_MS);
+    });
   });
 });
 
-describe.each(['open', 'closed'] as const)(
-  'RequestLimiter, failurePolicy %s, on a real Redis fault',
-  (policy) => {
-    it('CLIENT PAUSE and a kill: within the timeout, by policy, and back', async () => {
-      const limiter = await perRequest(policy);
-      await drive(limiter, 3, (i) => `warm-${i}`);
-      await (await connect()).call('CLIENT', 'PAUSE', '1000');
-      expectByPolicy(await drive(limiter, 30, (i) => `paused-${i}`), policy);
-      expect(await msUntilRedisAnswers(limiter, 'after-pause')).toBeLessThanOrEqual(
-        RECOVERY_BUDGET_MS + 1000,
-      );
-      await server.kill();
-      expectByPolicy(await drive(limiter, 30, (i) => `down-${i}`), policy);
-      await server.restart();
-      expect(await msUntilRedisAnswers(limiter, 'after-restart')).toBeLessThanOrEqual(RECOVERY_BUDGET_MS);
-    });
-  },
-);
+/** Kills the limiter's own connections (those that ran EVALSHA/EVAL last), not the admin's. */
+async function killConnections(control: ReturnType<typeof admin>, _prefix: string): Promise<void> {
+  const list = String(await control.call('CLIENT', 'LIST'));
+  for (const line of list.split('\n')) {
+    const id = /\bid=(\d+)/.exec(line)?.[1];
+    if (id !== undefined && /\bcmd=(evalsha|eval)\b/.test(line))
+      await control.call('CLIENT', 'KILL', 'ID', id);
+  }
+}

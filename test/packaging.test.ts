@@ -29,7 +29,7 @@ const tarballs = () => packed.tarballs;
 const bytes = (tarball: Tarball) => readFileSync(tarball.file);
 const manifest = (tarball: Tarball) => installedManifest(packed.project, tarball.name);
 
-describe.each(['core', 'local', 'redis', 'http'] as const)('@tiered-limiter/%s tarball', (dir) => {
+describe.each(['core', 'local', 'redis', 'http', 'otel'] as const)('@tiered-limiter/%s tarball', (dir) => {
   const tarball = () => tarballs().find((t) => t.dir === dir)!;
 
   it('holds the ESM and CommonJS builds with their types, the LICENSE and the README, and no sources', () => {
@@ -102,10 +102,13 @@ function tarballOf(name: string): Tarball {
 }
 
 describe('package specifics', () => {
-  it('redis takes ioredis as a peer dependency, not a dependency of its own', () => {
+  it('redis takes its clients (ioredis, node-redis, iovalkey) as optional peers: a user installs one', () => {
     const pkg = manifest(tarballOf('@tiered-limiter/redis'));
-    expect(pkg.peerDependencies).toHaveProperty('ioredis');
-    expect(pkg.dependencies ?? {}).not.toHaveProperty('ioredis');
+    for (const optional of ['ioredis', 'redis', 'iovalkey']) {
+      expect(pkg.peerDependencies).toHaveProperty(optional);
+      expect(pkg.peerDependenciesMeta?.[optional]?.optional).toBe(true);
+      expect(pkg.dependencies ?? {}).not.toHaveProperty(optional);
+    }
     expect(tarballOf('@tiered-limiter/redis').files).toContain('lua/bucket.lua');
   });
 
@@ -122,9 +125,19 @@ describe('package specifics', () => {
 // module in the consumer project; every `console.log(…); // output` line prints that output.
 const EXAMPLE = /```ts\n\/\/ example: ([\w-]+)\n([\s\S]*?)```/g;
 
+describe('otel', () => {
+  it('takes @opentelemetry/api as an optional peer and depends on core alone', () => {
+    const pkg = manifest(tarballOf('@tiered-limiter/otel'));
+    expect(pkg.peerDependencies).toHaveProperty('@opentelemetry/api');
+    expect(pkg.peerDependenciesMeta?.['@opentelemetry/api']?.optional).toBe(true);
+    expect(Object.keys(pkg.dependencies ?? {})).toEqual(['@tiered-limiter/core']);
+  });
+});
+
 describe('README examples of the packed packages', () => {
-  // How many examples each README has at least (http's README has none marked yet).
-  const examples = { core: 1, local: 1, redis: 1, http: 0 } as const;
+  // How many examples each README has at least (http's README has none marked yet; otel's need an
+  // OpenTelemetry SDK, which a consumer of the tarballs alone lacks: the root README runs one).
+  const examples = { core: 1, local: 1, redis: 1, http: 0, otel: 0 } as const;
 
   it.each(Object.entries(examples))(
     '@tiered-limiter/%s: its examples run and print what their comments say',

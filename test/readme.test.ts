@@ -20,7 +20,7 @@ const READMES: readonly Readme[] = [
   {
     file: url('../README.md'),
     dir: url('./.readme-examples/'),
-    names: ['tiered', 'per-request', 'multi-limit', 'local', 'prometheus', 'shutdown'],
+    names: ['tiered', 'per-request', 'multi-limit', 'local', 'node-redis', 'prometheus', 'otel', 'shutdown'],
   },
   {
     file: url('../packages/http/README.md'),

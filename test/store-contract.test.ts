@@ -1,37 +1,56 @@
 import { MemoryStore } from '@tiered-limiter/local';
-import { RedisStore, recommendedClusterOptions, recommendedRedisOptions } from '@tiered-limiter/redis';
+import { RedisStore } from '@tiered-limiter/redis';
 import {
+  CLIENT_KINDS,
+  connectCluster,
+  connectServer,
+  type KindClient,
   type RedisCluster,
   type RedisServer,
   startCluster,
   startRedis,
   uniquePrefix,
-  whenReady,
 } from '@tiered-limiter/test-harness';
 import { afterAll, beforeAll } from 'vitest';
 import { describeStoreContract } from './src/store-contract.js';
 
 let server: RedisServer | undefined;
 let cluster: RedisCluster | undefined;
+const clients: KindClient[] = [];
 
 beforeAll(async () => {
   [server, cluster] = await Promise.all([startRedis(), startCluster({ masters: 3 })]);
 });
 
 afterAll(async () => {
+  for (const client of clients.splice(0)) client.close();
   await Promise.all([server?.stop(), cluster?.stop()]);
 });
 
 describeStoreContract('MemoryStore', () => new MemoryStore());
 
-describeStoreContract('RedisStore on one Redis server', async () => {
-  const redis = server!.client(recommendedRedisOptions);
-  await whenReady(redis);
-  return new RedisStore({ redis, prefix: uniquePrefix('contract') });
+for (const kind of CLIENT_KINDS) {
+  describeStoreContract(`RedisStore (${kind}) on one Redis server`, async () => {
+    const client = await connectServer(kind, server!);
+    clients.push(client);
+    return new RedisStore({ redis: client.client, prefix: uniquePrefix('contract') });
+  });
+
+  describeStoreContract(`RedisStore (${kind}) on a Redis Cluster of 3 masters`, async () => {
+    const client = await connectCluster(kind, cluster!.nodes);
+    clients.push(client);
+    return new RedisStore({ redis: client.client, prefix: uniquePrefix('contract') });
+  });
+}
+
+describeStoreContract('RedisStore (ioredis) on a Redis Cluster of 3 masters, 12 virtual shards', async () => {
+  const client = await connectCluster('ioredis', cluster!.nodes);
+  clients.push(client);
+  return new RedisStore({ redis: client.client, prefix: uniquePrefix('contract'), shards: 12 });
 });
 
-describeStoreContract('RedisStore on a Redis Cluster of 3 masters', async () => {
-  const redis = cluster!.cluster(recommendedClusterOptions);
-  await whenReady(redis);
-  return new RedisStore({ redis, prefix: uniquePrefix('contract') });
+describeStoreContract('RedisStore (ioredis) on one Redis server, not coalescing', async () => {
+  const client = await connectServer('ioredis', server!);
+  clients.push(client);
+  return new RedisStore({ redis: client.client, prefix: uniquePrefix('contract'), coalesce: false });
 });

@@ -15,6 +15,7 @@ import { createServer } from 'node:http';
  * @property {any} local
  * @property {any} redis
  * @property {any} http
+ * @property {any} otel
  * @property {any} ioredis
  * @property {any} express
  * @property {any} fastify
@@ -286,6 +287,62 @@ export const exercises = {
       const delays = [1, 2, 100].map((times) => m.redis.recommendedRetryStrategy(times));
       assert.deepEqual(delays, [50, 100, 1000]);
     },
+    recommendedNodeRedisReconnectStrategy: (m) => {
+      const delays = [0, 1, 99].map((retries) => m.redis.recommendedNodeRedisReconnectStrategy(retries));
+      assert.deepEqual(delays, [50, 100, 1000]);
+    },
+    reconnectOnReadonly: (m) => {
+      assert.equal(
+        m.redis.reconnectOnReadonly(new Error("READONLY You can't write against a read only replica.")),
+        true,
+      );
+      assert.equal(m.redis.reconnectOnReadonly(new Error('WRONGTYPE')), false);
+    },
+    shardOf: (m) => {
+      assert.equal(m.redis.shardOf('a', 2 ** 31), 0xe40c292c % 2 ** 31);
+      assert.equal(m.redis.bucketKeys('tl', 'a', [spec(m)], 4)[0], `tl:{s${m.redis.shardOf('a', 4)}}:a:api`);
+    },
+    whenReady: async (m, ctx) => {
+      const client = await ctx.redis();
+      await m.redis.whenReady(client, 1000);
+      await assert.rejects(m.redis.whenReady({}), m.core.ConfigError);
+    },
+  },
+
+  '@tiered-limiter/otel': {
+    observeLimiter: async (m) => {
+      const meter = recordingMeter();
+      const limiter = new m.local.RequestLimiter(onMemory(m));
+      await limiter.consume('k');
+      const observation = m.otel.observeLimiter(limiter, meter, { attributes: { name: 'x' } });
+      const points = meter.collect();
+      assert.deepEqual(points['tiered_limiter.decisions'], [
+        [1, { name: 'x', 'tiered_limiter.outcome': 'allowed' }],
+        [0, { name: 'x', 'tiered_limiter.outcome': 'denied' }],
+      ]);
+      assert.equal(points['tiered_limiter.store.round_trips'][0][0], 1);
+      observation.stop();
+      assert.deepEqual(meter.collect(), {});
+      await limiter.close();
+    },
+    instrumentStore: async (m) => {
+      const meter = recordingMeter();
+      const store = m.otel.instrumentStore(new m.local.MemoryStore(), meter);
+      const reply = await store.apply({ key: 'k', limits: [spec(m)], take: 1 });
+      assert.equal(reply.remaining, 9);
+      const [[seconds, attributes]] = meter.records['tiered_limiter.store.operation.duration'];
+      assert.ok(seconds >= 0 && seconds < 1);
+      assert.deepEqual(attributes, { 'tiered_limiter.store.operation': 'take' });
+    },
+    operationOf: (m) => {
+      const limits = [spec(m)];
+      assert.equal(
+        m.otel.operationOf({ key: 'k', limits, reserve: { want: 2, min: 1, holdMs: 1000 } }),
+        'reserve',
+      );
+      assert.equal(m.otel.operationOf({ key: 'k', limits, credit: 1 }), 'settle');
+      assert.equal(m.otel.operationOf({ key: 'k', limits }), 'peek');
+    },
   },
 
   '@tiered-limiter/http': {
@@ -351,6 +408,41 @@ export const exercises = {
   },
 };
 
+/**
+ * A Meter of the OpenTelemetry API's shape that keeps what it is given: synchronous records by
+ * instrument name, and the batch callbacks, which `collect()` runs. The dist test installs only
+ * the API (an optional peer of the otel package), not an SDK.
+ */
+function recordingMeter() {
+  const records = {};
+  const callbacks = new Set();
+  const push = (into, name, value, attributes) => {
+    into[name] = [...(into[name] ?? []), [value, attributes]];
+  };
+  const instrument = (name) => ({
+    name,
+    add: (value, attributes) => push(records, name, value, attributes),
+    record: (value, attributes) => push(records, name, value, attributes),
+  });
+  return {
+    records,
+    createCounter: instrument,
+    createHistogram: instrument,
+    createObservableCounter: instrument,
+    createObservableUpDownCounter: instrument,
+    createObservableGauge: instrument,
+    addBatchObservableCallback: (callback) => callbacks.add(callback),
+    removeBatchObservableCallback: (callback) => callbacks.delete(callback),
+    collect() {
+      const points = {};
+      for (const callback of callbacks) {
+        callback({ observe: (i, value, attributes) => push(points, i.name, value, attributes) });
+      }
+      return points;
+    },
+  };
+}
+
 const CASE_TIMEOUT_MS = 10_000;
 
 /**
@@ -366,6 +458,7 @@ export async function exerciseAll(load, { redisUrl, prefix }) {
     local: await load('@tiered-limiter/local'),
     redis: await load('@tiered-limiter/redis'),
     http: await load('@tiered-limiter/http'),
+    otel: await load('@tiered-limiter/otel'),
     ioredis: await load('ioredis'),
     express: interop(await load('express')),
     fastify: interop(await load('fastify')),
@@ -391,6 +484,7 @@ export async function exerciseAll(load, { redisUrl, prefix }) {
       '@tiered-limiter/local': 'local',
       '@tiered-limiter/redis': 'redis',
       '@tiered-limiter/http': 'http',
+      '@tiered-limiter/otel': 'otel',
     })) {
       const mod = m[key];
       const cases = exercises[pkg] ?? {};

@@ -20,7 +20,7 @@ const run = promisify(execFile);
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 /** The folders under `packages/` of the published packages, in dependency order. */
-export const PACKAGES = ['core', 'local', 'redis', 'http'] as const;
+export const PACKAGES = ['core', 'local', 'redis', 'http', 'otel'] as const;
 export type PackageDir = (typeof PACKAGES)[number];
 
 /** A package as `pnpm pack` wrote it. */

@@ -1,4 +1,7 @@
-export { ClientSet, whenReady } from './clients.js';
+export type { ClientKind, KindClient, KindOptions } from './client-kinds.js';
+export { CLIENT_KINDS, connectCluster, connectServer } from './client-kinds.js';
+export type { Closable } from './clients.js';
+export { ClientSet, closeClient, whenReady } from './clients.js';
 export type { CommandDelta, CommandStat, CommandStats } from './commandstats.js';
 export { commandDelta, parseCommandStats, ROUND_TRIP_COMMANDS, readCommandStats } from './commandstats.js';
 export { FakeClock } from './fake-clock.js';
@@ -47,10 +50,13 @@ export {
   TINY,
   tieredLimiterOptions,
 } from './option-tables.js';
+export type { RedisProcessOptions } from './processes.js';
 export { findBinary, freePort, LOOPBACK, portIsFree, RedisProcess } from './processes.js';
 export { sleepAtLeast, sleepUntil, stopwatch } from './real-time.js';
 export type { ClusterNode, ClusterStartOptions, RedisCluster } from './redis-cluster.js';
 export { startCluster } from './redis-cluster.js';
+export type { Address, RedisSentinel, SentinelStartOptions } from './redis-sentinel.js';
+export { startSentinel } from './redis-sentinel.js';
 export type { RedisServer, RedisSource } from './redis-server.js';
 export { startRedis, startRedisWithClient } from './redis-server.js';
 export type { RedisTargets } from './redis-targets.js';
@@ -59,6 +65,8 @@ export type { ScenarioInstance, ScenarioReport, ScenarioStep } from './scenario.
 export { runScenario } from './scenario.js';
 export type { StoreCall, StoreMode } from './store-doubles.js';
 export { ScriptedStore } from './store-doubles.js';
+export type { TcpProxy } from './tcp-proxy.js';
+export { startTcpProxy } from './tcp-proxy.js';
 export { uniquePrefix } from './unique-prefix.js';
 export type { Admission, WindowBound, WindowCheckOptions, WorstWindow } from './window-bound.js';
 export { mostInWindow, tokenBucketBound, WINDOW_EPSILON, worstWindow } from './window-bound.js';

@@ -150,6 +150,7 @@ export const redisStoreOptions = {
   redis: { kind: 'object', required: true, extra: [{ defineCommand: 1 }] },
   prefix: { kind: 'string', extra: ['', 'a b', 'x'.repeat(65), '{tag}'] },
   coalesce: { ...object, valid: [false] },
+  shards: integer,
   ...nest('coalesce', {
     maxKeysPerCall: integer,
     maxInFlight: integer,

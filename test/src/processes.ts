@@ -86,6 +86,14 @@ export function portIsFree(port: number): Promise<boolean> {
   });
 }
 
+/** How a `RedisProcess` is started beyond its port and directory. */
+export interface RedisProcessOptions {
+  /** A config file, passed first (a Sentinel needs one it can rewrite). */
+  readonly configFile?: string;
+  /** The line that says the server is ready. @default 'Ready to accept connections' */
+  readonly readyLine?: string;
+}
+
 /**
  * One `redis-server` process on a loopback port, with its own directory and nothing saved to
  * disk. It can be stopped, killed and started again on the same port.
@@ -95,14 +103,22 @@ export class RedisProcess {
   readonly port: number;
   readonly dir: string;
   readonly #extraArgs: readonly string[];
+  readonly #options: RedisProcessOptions;
   #child: ChildProcess | undefined;
   #output = '';
 
-  constructor(binary: string, port: number, dir: string, extraArgs: readonly string[] = []) {
+  constructor(
+    binary: string,
+    port: number,
+    dir: string,
+    extraArgs: readonly string[] = [],
+    options: RedisProcessOptions = {},
+  ) {
     this.binary = binary;
     this.port = port;
     this.dir = dir;
     this.#extraArgs = extraArgs;
+    this.#options = options;
   }
 
   get running(): boolean {
@@ -121,6 +137,7 @@ export class RedisProcess {
     hookExit();
     this.#output = '';
     const args = [
+      ...(this.#options.configFile === undefined ? [] : [this.#options.configFile]),
       '--port',
       String(this.port),
       '--bind',
@@ -150,7 +167,7 @@ export class RedisProcess {
       };
       const onData = (chunk: Buffer) => {
         this.#output = (this.#output + chunk.toString()).slice(-OUTPUT_KEPT);
-        if (this.#output.includes('Ready to accept connections')) settle();
+        if (this.#output.includes(this.#options.readyLine ?? 'Ready to accept connections')) settle();
       };
       child.stdout?.on('data', onData);
       child.stderr?.on('data', onData);

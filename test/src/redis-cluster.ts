@@ -24,7 +24,10 @@ export interface ClusterNode {
 
 /** A real Redis Cluster for tests, from `startCluster()`. */
 export interface RedisCluster {
+  /** The masters as the cluster was made (a failover may since have made one a replica). */
   readonly nodes: readonly ClusterNode[];
+  /** The replicas as the cluster was made, `replicas` per master. */
+  readonly replicas: readonly ClusterNode[];
   /** A new ioredis `Cluster` over all the nodes, disconnected by `stop()`. */
   cluster(options?: ClusterOptions): Cluster;
   /** A new plain ioredis client of one node (for `CLUSTER …` commands), disconnected by `stop()`. */
@@ -35,8 +38,10 @@ export interface RedisCluster {
 
 /** Options of `startCluster`. */
 export interface ClusterStartOptions {
-  /** Masters, each holding a third (or so) of the slots; no replicas. @default 3 */
+  /** Masters, each holding a third (or so) of the slots. @default 3 */
   masters?: number;
+  /** Replicas per master, in sync before `startCluster` resolves (for failover tests). @default 0 */
+  replicas?: number;
 }
 
 const run = promisify(execFile);
@@ -49,7 +54,7 @@ const CLUSTER_CREATE_TIMEOUT_MS = 60_000;
 /**
  * Starts a real Redis Cluster on loopback: `masters` `redis-server --cluster-enabled yes`
  * processes on free ports (each with its bus port, port + 10000, also free), joined with
- * `redis-cli --cluster create … --cluster-replicas 0 --cluster-yes`, and resolves once every node
+ * `redis-cli --cluster create … --cluster-replicas <replicas> --cluster-yes`, and resolves once every node
  * reports `cluster_state:ok` and knows every other. Needs `redis-server` and `redis-cli` on PATH.
  * Call `stop()` in `afterAll`; a process exit kills whatever is left.
  *
@@ -60,6 +65,11 @@ const CLUSTER_CREATE_TIMEOUT_MS = 60_000;
  */
 export async function startCluster(options: ClusterStartOptions = {}): Promise<RedisCluster> {
   const masters = options.masters ?? 3;
+  const replicas = options.replicas ?? 0;
+  if (!Number.isInteger(replicas) || replicas < 0 || replicas > 2) {
+    throw new Error(`startCluster: expected \`replicas\` to be 0, 1 or 2, got ${replicas}`);
+  }
+  const total = masters * (1 + replicas);
   if (!Number.isInteger(masters) || masters < 3) {
     throw new Error(`startCluster: expected \`masters\` to be an integer from 3 up, got ${masters}`);
   }
@@ -80,7 +90,7 @@ export async function startCluster(options: ClusterStartOptions = {}): Promise<R
     removeTempDir(dir);
   };
   try {
-    const ports = await clusterPorts(masters);
+    const ports = await clusterPorts(total);
     for (const port of ports) {
       const nodeDir = join(dir, String(port));
       mkdirSync(nodeDir);
@@ -103,20 +113,28 @@ export async function startCluster(options: ClusterStartOptions = {}): Promise<R
         'create',
         ...ports.map((port) => `${LOOPBACK}:${port}`),
         '--cluster-replicas',
-        '0',
+        String(replicas),
         '--cluster-yes',
       ],
       { timeout: CLUSTER_CREATE_TIMEOUT_MS },
     );
     const nodes: ClusterNode[] = [];
+    const replicaNodes: ClusterNode[] = [];
     for (const port of ports) {
       const admin = clients.add(new Redis({ host: LOOPBACK, port }));
-      await waitForClusterOk(admin, masters);
-      nodes.push({ host: LOOPBACK, port, id: String(await admin.call('CLUSTER', 'MYID')) });
+      await waitForClusterOk(admin, total);
+      const node = { host: LOOPBACK, port, id: String(await admin.call('CLUSTER', 'MYID')) };
+      const role = String(((await admin.call('ROLE')) as unknown[])[0]);
+      if (role === 'master') nodes.push(node);
+      else {
+        await waitForSync(admin);
+        replicaNodes.push(node);
+      }
       admin.disconnect();
     }
     return {
       nodes,
+      replicas: replicaNodes,
       cluster: (clusterOptions = {}) =>
         clients.add(
           new Cluster(
@@ -146,13 +164,22 @@ async function clusterPorts(count: number): Promise<number[]> {
   return ports;
 }
 
-async function waitForClusterOk(admin: Redis, masters: number): Promise<void> {
+async function waitForClusterOk(admin: Redis, known: number): Promise<void> {
   const deadline = Date.now() + SERVER_START_TIMEOUT_MS;
   let info = '';
   while (Date.now() < deadline) {
     info = String(await admin.call('CLUSTER', 'INFO'));
-    if (info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${masters}\r`)) return;
+    if (info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${known}\r`)) return;
     await new Promise((resolve) => setTimeout(resolve, STATE_POLL_MS));
   }
   throw new Error(`cluster not ok in ${SERVER_START_TIMEOUT_MS} ms:\n${info}`);
+}
+
+async function waitForSync(replica: Redis): Promise<void> {
+  const deadline = Date.now() + SERVER_START_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if ((await replica.info('replication')).includes('master_link_status:up')) return;
+    await new Promise((resolve) => setTimeout(resolve, STATE_POLL_MS));
+  }
+  throw new Error(`replica not in sync in ${SERVER_START_TIMEOUT_MS} ms`);
 }

@@ -1,3 +1,11 @@
+export type { LuaScript, RedisClientAdapter, RedisClientLike, ScriptCall } from './client/adapter.js';
+export type { CoalesceOptions, CoalescerStats } from './coalescer.js';
+export {
+  DEFAULT_MAX_IN_FLIGHT,
+  DEFAULT_MAX_KEYS_PER_CALL,
+  DEFAULT_READY_TIMEOUT_MS,
+  MAX_SHARDS,
+} from './defaults.js';
 export type { RedisLimiterOptions, RedisTieredLimiterOptions } from './factories.js';
 export { createRedisLimiter, createTieredLimiter } from './factories.js';
 export {
@@ -8,7 +16,18 @@ export {
   KEY_TTL_MARGIN_MS,
   keyTag,
   MAX_TAG_LENGTH,
+  shardOf,
 } from './keys.js';
+export { whenReady } from './ready.js';
+export {
+  recommendedNodeRedisClusterOptions,
+  recommendedNodeRedisOptions,
+  recommendedNodeRedisReconnectStrategy,
+  recommendedSentinelOptions,
+  recommendedValkeyClusterOptions,
+  recommendedValkeyOptions,
+  reconnectOnReadonly,
+} from './recommended-clients.js';
 export {
   RECOMMENDED_CONNECT_TIMEOUT_MS,
   RECOMMENDED_RECONNECT_BASE_MS,

@@ -68,17 +68,45 @@ export function keyTag(key: string): string {
   return HASHED_MARK + createHash('sha256').update(key, 'utf16le').digest('base64url');
 }
 
-/** The Redis key of one limit's bucket: `prefix:{tag}:limitName`. */
-export function bucketKey(prefix: string, key: string, limitName: string): string {
-  return `${prefix}:{${keyTag(key)}}:${limitName}`;
+/**
+ * The Redis key of one limit's bucket: `prefix:{tag}:limitName`, or with `shards`,
+ * `prefix:{s<n>}:tag:limitName` where `n` is `shardOf(tag, shards)`.
+ */
+export function bucketKey(prefix: string, key: string, limitName: string, shards?: number): string {
+  return keyHead(prefix, key, shards) + limitName;
 }
 
 /** The Redis keys of every limit of `key`, in the order of `limits`; all in one Cluster slot. */
-export function bucketKeys(prefix: string, key: string, limits: readonly LimitSpec[]): string[] {
-  const head = `${prefix}:{${keyTag(key)}}:`;
+export function bucketKeys(
+  prefix: string,
+  key: string,
+  limits: readonly LimitSpec[],
+  shards?: number,
+): string[] {
+  const head = keyHead(prefix, key, shards);
   const keys = new Array<string>(limits.length);
   for (let i = 0; i < limits.length; i++) keys[i] = head + limits[i]!.name;
   return keys;
+}
+
+/**
+ * The virtual shard, 0 to `shards − 1`, of a tag: FNV-1a (32 bits) of its characters, modulo
+ * `shards`. Stable across processes and versions, so every instance puts a key in the same shard.
+ */
+export function shardOf(tag: string, shards: number): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < tag.length; i++) {
+    hash ^= tag.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash % shards;
+}
+
+function keyHead(prefix: string, key: string, shards: number | undefined): string {
+  const tag = keyTag(key);
+  // The tag keeps its place after the shard: it has no braces or colons, so the key stays
+  // injective and the shard alone decides the slot.
+  return shards === undefined ? `${prefix}:{${tag}}:` : `${prefix}:{s${shardOf(tag, shards)}}:${tag}:`;
 }
 
 function escapeKey(key: string): string {

@@ -8,22 +8,24 @@ import {
   StoreError,
 } from '@tiered-limiter/core';
 import calculateSlot from 'cluster-key-slot';
-import type { Cluster, Redis } from 'ioredis';
+import { adapterFor, asError, type RedisClientAdapter, type RedisClientLike } from './client/adapter.js';
 import { type CoalesceOptions, Coalescer, type CoalescerStats, type Pending } from './coalescer.js';
-import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_KEYS_PER_CALL } from './defaults.js';
+import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_KEYS_PER_CALL, MAX_SHARDS } from './defaults.js';
 import { assertPrefix, bucketKeys, DEFAULT_PREFIX } from './keys.js';
 import { encodeOps, readReplies } from './ops-codec.js';
-import { SCRIPTS } from './scripts.js';
+import { APPLY_SCRIPT } from './scripts.js';
 
 /** Options of `RedisStore`. */
 export interface RedisStoreOptions {
   /**
-   * The ioredis client: a `Redis` or a `Cluster`, best made with `recommendedRedisOptions`
-   * (or `recommendedClusterOptions`). The store defines its script on it with `defineCommand`
-   * (as `tieredLimiterApply`); it never connects, disconnects or reconfigures the client, which
-   * may be shared.
+   * The client: an ioredis or iovalkey `Redis` or `Cluster` (best made with
+   * `recommendedRedisOptions` / `recommendedClusterOptions` / `recommendedValkeyOptions`), a
+   * node-redis v5 client or cluster (`recommendedNodeRedisOptions`,
+   * `recommendedNodeRedisClusterOptions`), connected, or a `RedisClientAdapter` for any other
+   * client. The store tells them apart by shape. It never connects, disconnects or reconfigures
+   * the client, which may be shared.
    */
-  redis: Redis | Cluster;
+  redis: RedisClientLike;
   /**
    * Starts every key: `prefix:{tag}:limitName`. 1 to 64 of `A-Z a-z 0-9 _ . : / -`.
    * @default 'tl'
@@ -35,28 +37,30 @@ export interface RedisStoreOptions {
    * @default { maxKeysPerCall: 64, maxInFlight: 2 }
    */
   coalesce?: CoalesceOptions | false;
+  /**
+   * Virtual shards for a Cluster: keys become `prefix:{s<n>}:tag:limitName`, `n` the key's
+   * shard of `shards`, so the buckets of many users share a few slots and their ops coalesce
+   * into few calls (without it, each user is a slot of their own, and one call carries one
+   * user's ops). A few per master is enough (3 masters: 12–48); 1 to 16384. Changing it (or
+   * turning it on) renames every key: buckets start full once, as after a `reset`.
+   * @default undefined (one slot per user key)
+   */
+  shards?: number;
 }
 
-const APPLY = 'tieredLimiterApply';
-
-type ScriptArg = string | number;
-type ScriptCommand = (...args: ScriptArg[]) => Promise<unknown>;
-type ScriptedClient = Record<typeof APPLY, ScriptCommand> & {
-  pipeline(): Record<typeof APPLY, (...args: ScriptArg[]) => unknown> & {
-    exec(): Promise<[Error | null, unknown][] | null>;
-  };
-};
-
 type Op = Pending<BucketOp, BucketReply>;
+
+/** Errors with which Redis refuses a call without running it: the slot is elsewhere or moving. */
+const REDIRECTED = /^(MOVED|ASK|TRYAGAIN) /;
 
 /**
  * The `GlobalStore` on Redis: one Lua script (`lua/apply.lua`) that applies a batch of ops
  * atomically, timed by the server's own `TIME`. Ops made in one tick, or while earlier calls
- * are out, leave together (`coalesce`), so many keys cost one round trip. Works alike on an
- * ioredis `Redis` and `Cluster`: the limits of one key share a hash tag, a call carries the ops
- * of one slot, and a Cluster master gets its slots' calls as one pipeline. A failed call
- * rejects every op it carried with a `StoreError` whose `cause` is the ioredis error; it is
- * never resent.
+ * are out, leave together (`coalesce`), so many keys cost one round trip. Works alike on a
+ * single server and a Cluster, with ioredis, iovalkey or node-redis: the limits of one key share
+ * a hash tag, a call carries the ops of one slot, and a Cluster master gets its slots' calls
+ * together as one pipeline. A failed call rejects every op it carried with a `StoreError` whose
+ * `cause` is the client's error; it is never resent.
  *
  * @example
  * import { Redis } from 'ioredis';
@@ -69,29 +73,19 @@ type Op = Pending<BucketOp, BucketReply>;
  * // { ok: true, granted: 1, remaining: 9, … }
  */
 export class RedisStore implements GlobalStore {
-  readonly #redis: Redis | Cluster;
-  readonly #client: ScriptedClient;
+  readonly #client: RedisClientAdapter;
   readonly #prefix: string;
-  readonly #cluster: boolean;
+  readonly #shards: number | undefined;
   readonly #coalescer: Coalescer<BucketOp, BucketReply>;
 
   constructor(options: RedisStoreOptions) {
     if (options === null || typeof options !== 'object') {
       throw new ConfigError('options', options, 'an object with a `redis` client');
     }
-    const redis: unknown = options.redis;
-    if (
-      redis === null ||
-      typeof redis !== 'object' ||
-      typeof (redis as Partial<Redis>).defineCommand !== 'function'
-    ) {
-      throw new ConfigError('redis', redis, 'an ioredis Redis or Cluster client');
-    }
+    this.#client = adapterFor(options.redis);
     this.#prefix = assertPrefix(options.prefix ?? DEFAULT_PREFIX);
-    this.#redis = redis as Redis | Cluster;
-    this.#cluster = (redis as { isCluster?: boolean }).isCluster === true;
-    this.#redis.defineCommand(APPLY, { lua: SCRIPTS.apply });
-    this.#client = redis as unknown as ScriptedClient;
+    this.#shards =
+      options.shards === undefined ? undefined : assertInteger('shards', options.shards, 1, MAX_SHARDS);
     this.#coalescer = coalescerFor(options.coalesce, (batches) => this.#send(batches));
   }
 
@@ -100,59 +94,66 @@ export class RedisStore implements GlobalStore {
     return this.#prefix;
   }
 
-  /** Round trips, ops and keys sent since the store was made. */
+  /** The virtual shards keys are spread over, or `undefined` (one slot per user key). */
+  get shards(): number | undefined {
+    return this.#shards;
+  }
+
+  /** Which client library the store drives: `ioredis` (iovalkey too), `node-redis`, or an adapter's name. */
+  get client(): string {
+    return this.#client.client;
+  }
+
+  /**
+   * Counters since the store was made: `calls`, round trips sent (one per destination flush: a
+   * Cluster master's pipeline of several slots is one), whether they succeeded or not; `ops`,
+   * the ops they carried (ops on one key merged in a call count each); `keys`, the bucket keys
+   * they carried (one per limit of each op). So `ops / calls` is the coalescing achieved.
+   */
   stats(): CoalescerStats {
     return this.#coalescer.stats();
   }
 
   apply(op: BucketOp): Promise<BucketReply> {
-    const keys = bucketKeys(this.#prefix, op.key, op.limits);
-    const slot = this.#cluster ? calculateSlot(keys[0]!) : 0;
+    const keys = bucketKeys(this.#prefix, op.key, op.limits, this.#shards);
+    const slot = this.#client.isCluster ? calculateSlot(keys[0]!) : 0;
     return new Promise<BucketReply>((resolve, reject) => {
-      this.#coalescer.submit(this.#destinationOf(slot), { op, keys, slot, resolve, reject });
+      // Ops to one master share a queue; the name is read at submit time, so a slot the client
+      // has seen move goes to its new owner's queue.
+      this.#coalescer.submit(this.#client.nodeOf(slot), { op, keys, slot, resolve, reject });
     });
   }
 
   reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
-    return this.#redis.del(...bucketKeys(this.#prefix, key, limits)).then(
-      () => undefined,
-      (error: unknown) => {
-        throw failure('reset', error);
-      },
-    );
-  }
-
-  /** The Cluster master serving `slot` (ops to one master share a queue), or the one server. */
-  #destinationOf(slot: number): string {
-    if (!this.#cluster) return '';
-    return (this.#redis as Cluster).slots[slot]?.[0] ?? `slot:${slot}`;
+    return this.#client.del(bucketKeys(this.#prefix, key, limits, this.#shards)).catch((error: unknown) => {
+      throw failure('reset', error);
+    });
   }
 
   async #send(batches: readonly (readonly Op[])[]): Promise<void> {
-    if (batches.length === 1) {
-      const batch = batches[0]!;
-      try {
-        settle(batch, await this.#client[APPLY](...encodeOps(batch)));
-      } catch (error) {
-        for (const pending of batch) pending.reject(failure('apply', error));
-      }
-      return;
-    }
-    // Several slots of one Cluster master: one EVALSHA per slot, sent as one pipeline.
-    const pipeline = this.#client.pipeline();
-    for (const batch of batches) pipeline[APPLY](...encodeOps(batch));
-    let results: [Error | null, unknown][] | null;
+    let results: unknown[];
     try {
-      results = await pipeline.exec();
+      results = await this.#client.evalScript(
+        APPLY_SCRIPT,
+        batches.map((batch) => encodeOps(batch)),
+      );
     } catch (error) {
       for (const batch of batches) for (const pending of batch) pending.reject(failure('apply', error));
       return;
     }
-    batches.forEach((batch, i) => {
-      const [error, reply] = results?.[i] ?? [new Error('no reply in the pipeline'), undefined];
-      if (error) for (const pending of batch) pending.reject(failure('apply', error));
-      else settle(batch, reply);
-    });
+    await Promise.all(
+      batches.map(async (batch, i) => {
+        let reply = results[i];
+        // A pipeline whose calls were redirected in part comes back with those calls failed.
+        // Redis ran none of them, so each goes once more alone, where the client follows the
+        // redirection itself (ASKING included). Nothing that may have run is ever resent.
+        if (reply instanceof Error && REDIRECTED.test(reply.message) && batches.length > 1) {
+          reply = await this.#client.evalScript(APPLY_SCRIPT, [encodeOps(batch)]).then((r) => r[0], asError);
+        }
+        if (reply instanceof Error) for (const pending of batch) pending.reject(failure('apply', reply));
+        else settle(batch, reply);
+      }),
+    );
   }
 }
 

@@ -124,6 +124,35 @@ describe('calls across the cluster', () => {
   });
 });
 
+describe('virtual shards', () => {
+  /** EVALSHA calls summed over the masters (INFO commandstats). */
+  async function evalshas(): Promise<number> {
+    let sum = 0;
+    for (const node of cluster.nodes) {
+      const info = await cluster.nodeClient(node).info('commandstats');
+      sum += Number(/cmdstat_evalsha:calls=(\d+)/.exec(info)?.[1] ?? 0);
+    }
+    return sum;
+  }
+
+  it('gather many users in a few slots: one script per shard instead of one per user', async () => {
+    const users = Array.from({ length: 120 }, (_, i) => `user-${i}`);
+    const run = async (shards: number | undefined) => {
+      const store = new RedisStore({ redis: client, prefix: uniquePrefix('shards'), shards });
+      await ops(store).peek('warm', [slow]);
+      const before = await evalshas();
+      const replies = await Promise.all(users.map((user) => ops(store).take(user, [slow], 2)));
+      expect(replies.every((r) => r.ok && r.remaining === 8)).toBe(true);
+      return (await evalshas()) - before;
+    };
+    const perUser = await run(undefined);
+    const sharded = await run(6);
+    console.info(`120 users in one tick: ${perUser} EVALSHAs one slot per user, ${sharded} with 6 shards`);
+    expect(perUser).toBeGreaterThanOrEqual(100);
+    expect(sharded).toBeLessThanOrEqual(6 * 2);
+  });
+});
+
 describe('a slot migrated while a client holds the old slot map', () => {
   it('follows the MOVED redirection to the new owner, with the bucket’s state moved along', async () => {
     const store = new RedisStore({ redis: client, prefix: uniquePrefix('moved') });

@@ -7,6 +7,7 @@ import {
   KEY_TTL_MARGIN_MS,
   keyTag,
   MAX_TAG_LENGTH,
+  shardOf,
 } from '@tiered-limiter/redis';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -126,6 +127,38 @@ describe('bucketKeys', () => {
       'api:{user%3A42}:per-hour',
     ]);
     expect(bucketKey(DEFAULT_PREFIX, 'alice', 'per-second')).toBe('tl:{alice}:per-second');
+  });
+});
+
+describe('virtual shards', () => {
+  it('puts the shard in braces and keeps the tag after it: prefix:{s<n>}:tag:limit', () => {
+    const limit = defineLimit({ capacity: 10, refillPerSecond: 10, name: 'per-second' });
+    const shard = shardOf('user%3A42', 12);
+    expect(bucketKeys('api', 'user:42', [limit], 12)).toEqual([`api:{s${shard}}:user%3A42:per-second`]);
+    expect(bucketKey('api', 'user:42', 'per-second', 12)).toBe(`api:{s${shard}}:user%3A42:per-second`);
+  });
+
+  it('spreads tags evenly, stably, and over 0 … S − 1 only', () => {
+    // FNV-1a 32 of "a" is 0xe40c292c: a fixed value, the same in every process and version.
+    expect(shardOf('a', 2 ** 31)).toBe(0xe40c292c % 2 ** 31);
+    const counts = new Array<number>(8).fill(0);
+    for (let i = 0; i < 8000; i++) counts[shardOf(keyTag(`user:${i}`), 8)]!++;
+    for (const count of counts) expect(count).toBeGreaterThan(800);
+    fc.assert(
+      fc.property(anyString, fc.integer({ min: 1, max: 16_384 }), (key, shards) => {
+        const shard = shardOf(keyTag(key), shards);
+        return Number.isInteger(shard) && shard >= 0 && shard < shards;
+      }),
+    );
+  });
+
+  it('keeps different keys apart: the tag stays whole in the key', () => {
+    fc.assert(
+      fc.property(anyString, anyString, (a, b) => {
+        fc.pre(a !== b);
+        return bucketKey('p', a, 'l', 4) !== bucketKey('p', b, 'l', 4);
+      }),
+    );
   });
 });
 

@@ -258,6 +258,51 @@ describe('a connection that drops with a take in flight', () => {
   });
 });
 
+describe('stats()', () => {
+  it('counts round trips, ops and keys as Redis saw them (INFO commandstats)', async () => {
+    const client = server.client(recommendedRedisOptions);
+    await whenReady(client);
+    const store = new RedisStore({ redis: client, prefix: uniquePrefix('stats') });
+    const two = [slow, defineLimit({ capacity: 5, refillPerSecond: 0.001, name: 'five' })];
+    await ops(store).peek('warm', [slow]); // the first call on a connection is an EVAL
+    const before = { stats: store.stats(), evalsha: await calls(redis, 'evalsha') };
+    // 100 ops made in one tick: 64 keys a call at most, 2 calls in flight, the rest wait.
+    const replies = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => ops(store).take(`user-${i}`, two, 1)),
+    );
+    expect(replies.every((r) => r.ok)).toBe(true);
+    const after = { stats: store.stats(), evalsha: await calls(redis, 'evalsha') };
+    const calls_ = after.stats.calls - before.stats.calls;
+    expect(after.stats.ops - before.stats.ops).toBe(50);
+    expect(after.stats.keys - before.stats.keys).toBe(100);
+    expect(calls_).toBe(after.evalsha - before.evalsha);
+    expect(calls_).toBe(Math.ceil(100 / 64));
+    // Not coalescing: one call per op.
+    const single = new RedisStore({ redis: client, prefix: uniquePrefix('stats'), coalesce: false });
+    await Promise.all(Array.from({ length: 10 }, (_, i) => ops(single).take(`u${i}`, [slow], 1)));
+    expect(single.stats()).toEqual({ calls: 10, ops: 10, keys: 10 });
+  });
+});
+
+describe('virtual shards', () => {
+  it('keys become prefix:{s<n>}:tag:limit, the state lives there, and the option is checked', async () => {
+    const client = server.client(recommendedRedisOptions);
+    await whenReady(client);
+    const prefix = uniquePrefix('shards');
+    const store = new RedisStore({ redis: client, prefix, shards: 16 });
+    expect(store.shards).toBe(16);
+    await ops(store).take('user:42', [slow], 3);
+    const [key] = bucketKeys(prefix, 'user:42', [slow], 16);
+    expect(key).toMatch(new RegExp(`^${prefix}:\\{s\\d{1,2}\\}:user%3A42:slow$`));
+    expect(await redis.hget(key!, 'tokens')).toBe('7');
+    // The same user without shards is another key: turning shards on renames every bucket.
+    expect((await ops(new RedisStore({ redis: client, prefix })).peek('user:42', [slow])).remaining).toBe(10);
+    for (const shards of [0, 16_385, 1.5, '4']) {
+      expect(() => new RedisStore({ redis: client, prefix, shards: shards as number })).toThrow(/`shards`/);
+    }
+  });
+});
+
 describe('recommended options', () => {
   it('never queue, never resend, fail fast, and reconnect with a bounded back-off', () => {
     expect(recommendedRedisOptions).toMatchObject({

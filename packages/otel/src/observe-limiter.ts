@@ -1,0 +1,155 @@
+import type { Attributes, BatchObservableResult, Meter, Observable } from '@opentelemetry/api';
+import type { LimiterStats, StoreError } from '@tiered-limiter/core';
+import { ATTRIBUTES, METRICS } from './names.js';
+
+/**
+ * What `observeLimiter` reads of a limiter's `stats()`: core's counters, and whichever of the
+ * richer ones the limiter keeps (`TieredLimiter` and `RequestLimiter` keep most of them). A
+ * counter the limiter does not keep is not reported.
+ */
+export interface ObservedStats extends LimiterStats {
+  /** Decisions by the tier that made them. */
+  readonly decisions?: Readonly<Record<string, number>>;
+  /** Store calls (`TieredLimiter`). */
+  readonly roundTrips?: number;
+  /** Store calls (`RequestLimiter`). */
+  readonly storeCalls?: number;
+  /** Tokens granted by the shared bucket. */
+  readonly tokensLeased?: number;
+  /** Unspent tokens handed back. */
+  readonly tokensRefunded?: number;
+  /** Tokens whose lease expired before they were spent. */
+  readonly tokensExpired?: number;
+  /** Tokens reported in calls that failed. */
+  readonly tokensUnreported?: number;
+  /** Tokens held in leases now. */
+  readonly tokensHeld?: number;
+  /** Milliseconds spent degraded. */
+  readonly fallbackMs?: number;
+  /** Whether the store is considered down now. */
+  readonly degraded?: boolean;
+  /** Live instances of the fleet (a number, or an object with `live`). */
+  readonly instances?:
+    | number
+    | {
+        /** Instances seen alive in the last period. */
+        readonly live?: number;
+      };
+}
+
+/** A limiter as `observeLimiter` sees it: `stats()`, and its events where it has them. */
+export interface ObservableLimiter {
+  /** The limiter's counters. */
+  stats(): ObservedStats;
+  /** Whether the store is considered down, where `stats()` does not say (`RequestLimiter`). */
+  readonly degraded?: boolean;
+  /** Subscribes to an event (`degraded`); limiters of `@tiered-limiter/local` are EventEmitters. */
+  on?(event: 'degraded', listener: (error: StoreError) => void): unknown;
+  /** Unsubscribes. */
+  off?(event: 'degraded', listener: (error: StoreError) => void): unknown;
+}
+
+/** Options of `observeLimiter`. */
+export interface ObserveLimiterOptions {
+  /**
+   * Attributes added to every data point, to tell limiters apart (e.g.
+   * `{ 'tiered_limiter.name': 'api' }`).
+   * @default {}
+   */
+  attributes?: Attributes;
+}
+
+/** What `observeLimiter` returns: a handle to stop reporting. */
+export interface LimiterObservation {
+  /** Stops reporting: removes the meter callback and the event listener. */
+  stop(): void;
+}
+
+/**
+ * Reports a limiter's counters through an OpenTelemetry `Meter`: decisions by outcome and by tier,
+ * store round trips, tokens leased, refunded, expired and unreported, tokens held, time spent
+ * degraded, whether it is degraded, breaker openings, and the live fleet size where the limiter
+ * counts it (names in `METRICS`). The counters are read from `stats()` when the SDK collects, so
+ * the hot path pays nothing. For a latency histogram of store calls, wrap the store with
+ * `instrumentStore`. Needs only `@opentelemetry/api`'s types: pass the meter of your SDK.
+ *
+ * @example
+ * import { metrics } from '@opentelemetry/api';
+ * import { observeLimiter } from '@tiered-limiter/otel';
+ *
+ * const observation = observeLimiter(limiter, metrics.getMeter('my-service'), {
+ *   attributes: { 'tiered_limiter.name': 'api' },
+ * });
+ * // … on shutdown:
+ * observation.stop();
+ */
+export function observeLimiter(
+  limiter: ObservableLimiter,
+  meter: Meter,
+  options: ObserveLimiterOptions = {},
+): LimiterObservation {
+  const base = options.attributes ?? {};
+  const counter = (name: string, description: string, unit: string) =>
+    meter.createObservableCounter(name, { description, unit });
+  const gauge = (name: string, description: string, unit: string) =>
+    meter.createObservableGauge(name, { description, unit });
+  const decisions = counter(METRICS.decisions, 'Decisions by outcome', '{decision}');
+  const byTier = counter(METRICS.decisionsByTier, 'Decisions by the tier that made them', '{decision}');
+  const roundTrips = counter(METRICS.roundTrips, 'Calls sent to the shared store', '{call}');
+  const tokens = counter(METRICS.tokens, 'Tokens by what became of them', '{token}');
+  const degradedTime = counter(METRICS.degradedTime, 'Time spent with the store considered down', 's');
+  const held = meter.createObservableUpDownCounter(METRICS.tokensHeld, {
+    description: 'Tokens held in leases now',
+    unit: '{token}',
+  });
+  const degraded = gauge(METRICS.degraded, '1 while the store is considered down', '1');
+  const instances = gauge(METRICS.instances, 'Live instances of the fleet sharing the limit', '{instance}');
+  const degradations = meter.createCounter(METRICS.degradations, {
+    description: 'Times the store was considered down',
+    unit: '{event}',
+  });
+  const observables: Observable[] = [
+    decisions,
+    byTier,
+    roundTrips,
+    tokens,
+    held,
+    degradedTime,
+    degraded,
+    instances,
+  ];
+  const callback = (result: BatchObservableResult) => {
+    const stats = limiter.stats();
+    result.observe(decisions, stats.allowed, { ...base, [ATTRIBUTES.outcome]: 'allowed' });
+    result.observe(decisions, stats.denied, { ...base, [ATTRIBUTES.outcome]: 'denied' });
+    for (const [tier, count] of Object.entries(stats.decisions ?? {})) {
+      result.observe(byTier, count, { ...base, [ATTRIBUTES.tier]: tier });
+    }
+    const calls = stats.roundTrips ?? stats.storeCalls;
+    if (calls !== undefined) result.observe(roundTrips, calls, base);
+    const states = {
+      leased: stats.tokensLeased,
+      refunded: stats.tokensRefunded,
+      expired: stats.tokensExpired,
+      unreported: stats.tokensUnreported,
+    };
+    for (const [state, count] of Object.entries(states)) {
+      if (count !== undefined) result.observe(tokens, count, { ...base, [ATTRIBUTES.tokenState]: state });
+    }
+    if (stats.tokensHeld !== undefined) result.observe(held, stats.tokensHeld, base);
+    if (stats.fallbackMs !== undefined) result.observe(degradedTime, stats.fallbackMs / 1000, base);
+    const down = stats.degraded ?? limiter.degraded;
+    if (down !== undefined) result.observe(degraded, down ? 1 : 0, base);
+    const live = typeof stats.instances === 'number' ? stats.instances : stats.instances?.live;
+    if (live !== undefined) result.observe(instances, live, base);
+  };
+  meter.addBatchObservableCallback(callback, observables);
+  const onDegraded = () => degradations.add(1, base);
+  limiter.on?.('degraded', onDegraded);
+  return {
+    stop() {
+      meter.removeBatchObservableCallback(callback, observables);
+      limiter.off?.('degraded', onDegraded);
+    },
+  };
+}

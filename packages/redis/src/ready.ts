@@ -1,0 +1,81 @@
+import { ConfigError } from '@tiered-limiter/core';
+import { DEFAULT_READY_TIMEOUT_MS } from './defaults.js';
+
+/** An ioredis or iovalkey `Redis` or `Cluster`, as far as readiness goes. */
+interface IoredisReadiness {
+  readonly status: string;
+  once(event: 'ready' | 'end', listener: () => void): unknown;
+  off(event: 'ready' | 'end', listener: () => void): unknown;
+  nodes?(role: 'master'): { ping(): Promise<unknown> }[];
+}
+
+/** A node-redis client (`isReady`) or cluster (`isOpen` once `connect()` resolved). */
+interface NodeRedisReadiness {
+  readonly isOpen: boolean;
+  readonly isReady?: boolean;
+}
+
+const POLL_MS = 10;
+
+/**
+ * Resolves once `client` can take commands, which the recommended options need (with no offline
+ * queue, a command sent before then fails at once and the limiter decides by its policy); rejects
+ * if it ends, or is not ready within `timeoutMs`.
+ * - ioredis / iovalkey `Redis`: its `ready` event (now, if it is ready already);
+ * - ioredis / iovalkey `Cluster`: ready, and a connection open to every master (they open lazily,
+ *   and a command for a master whose connection is still opening would fail);
+ * - node-redis client or cluster: `isReady` (a client) or `isOpen` (a cluster), after your
+ *   `connect()`.
+ *
+ * @example
+ * import { Redis } from 'ioredis';
+ * import { recommendedRedisOptions, whenReady } from '@tiered-limiter/redis';
+ *
+ * const redis = new Redis({ ...recommendedRedisOptions, host: '127.0.0.1', port: 6379 });
+ * await whenReady(redis);
+ */
+export async function whenReady(client: object, timeoutMs = DEFAULT_READY_TIMEOUT_MS): Promise<void> {
+  if (client !== null && typeof client === 'object' && 'status' in client && 'once' in client) {
+    const io = client as IoredisReadiness;
+    await statusReady(io, timeoutMs);
+    if (typeof io.nodes === 'function') await Promise.all(io.nodes('master').map((node) => node.ping()));
+    return;
+  }
+  if (client !== null && typeof client === 'object' && 'isOpen' in client) {
+    return pollReady(client as NodeRedisReadiness, timeoutMs);
+  }
+  throw new ConfigError(
+    'client',
+    client,
+    'an ioredis or iovalkey Redis or Cluster, or a node-redis client or cluster',
+  );
+}
+
+function statusReady(client: IoredisReadiness, timeoutMs: number): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  if (client.status === 'end') return Promise.reject(new Error('the client has ended'));
+  return new Promise<void>((resolve, reject) => {
+    const done = (error?: Error) => {
+      clearTimeout(timer);
+      client.off('ready', onReady);
+      client.off('end', onEnd);
+      if (error) reject(error);
+      else resolve();
+    };
+    const onReady = () => done();
+    const onEnd = () => done(new Error('the client ended before it was ready'));
+    const timer = setTimeout(() => done(new Error(`client not ready in ${timeoutMs} ms`)), timeoutMs);
+    client.once('ready', onReady);
+    client.once('end', onEnd);
+  });
+}
+
+async function pollReady(client: NodeRedisReadiness, timeoutMs: number): Promise<void> {
+  const ready = () => client.isReady ?? client.isOpen;
+  const deadline = performance.now() + timeoutMs;
+  while (!ready()) {
+    if (performance.now() >= deadline)
+      throw new Error(`client not ready in ${timeoutMs} ms (call connect() first)`);
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}

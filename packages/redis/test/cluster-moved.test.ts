@@ -1,0 +1,130 @@
+/**
+ * The coalesced operation on a real 3-master Cluster while a slot moves under it: batches are in
+ * flight (one EVALSHA per slot, several slots of one master as one pipeline) when the slot is
+ * MIGRATING (ASK, TRYAGAIN) and then moved (MOVED). Every op gets a reply or a StoreError, an op
+ * answered ran exactly once, and none ran twice. On each client library.
+ */
+import { defineLimit, StoreError } from '@tiered-limiter/core';
+import { bucketKeys, RedisStore } from '@tiered-limiter/redis';
+import {
+  CLIENT_KINDS,
+  type ClusterNode,
+  connectCluster,
+  type KindClient,
+  type RedisCluster,
+  startCluster,
+  uniquePrefix,
+} from '@tiered-limiter/test-harness';
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+
+const slow = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'slow' });
+const SHARDS = 8;
+const BURST = 64;
+const MAX_BURSTS = 400;
+
+let cluster: RedisCluster;
+const opened: KindClient[] = [];
+
+beforeAll(async () => {
+  cluster = await startCluster({ masters: 3 });
+});
+afterEach(() => {
+  for (const client of opened.splice(0)) client.close();
+});
+afterAll(() => cluster.stop());
+
+async function ownerOf(admin: Redis, slot: number): Promise<ClusterNode> {
+  const ranges = (await admin.call('CLUSTER', 'SLOTS')) as [number, number, [string, number, string]][];
+  const id = ranges.find(([from, to]) => from <= slot && slot <= to)![2][2];
+  return cluster.nodes.find((node) => node.id === id)!;
+}
+
+async function errorCount(node: Redis, kind: 'MOVED' | 'ASK' | 'TRYAGAIN'): Promise<number> {
+  const match = new RegExp(`errorstat_${kind}:count=(\\d+)`).exec(await node.info('errorstats'));
+  return match ? Number(match[1]) : 0;
+}
+
+/** Moves `slot` from its owner to another master, key by key, while clients keep writing to it. */
+async function migrate(slot: number, admin: Redis): Promise<{ source: ClusterNode; target: ClusterNode }> {
+  const source = await ownerOf(admin, slot);
+  const target = cluster.nodes.find((node) => node.id !== source.id)!;
+  const from = cluster.nodeClient(source);
+  const to = cluster.nodeClient(target);
+  await to.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', source.id);
+  await from.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', target.id);
+  for (let round = 0; round < 1000; round++) {
+    const keys = (await from.call('CLUSTER', 'GETKEYSINSLOT', slot, 50)) as string[];
+    if (keys.length === 0) break;
+    await from.call('MIGRATE', target.host, target.port, '', 0, 5000, 'KEYS', ...keys);
+    await new Promise((resolve) => setTimeout(resolve, 5)); // let batches land mid-migration
+  }
+  for (const node of [target, source, ...cluster.nodes.filter((n) => n !== target && n !== source)]) {
+    await cluster.nodeClient(node).call('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
+  }
+  return { source, target };
+}
+
+describe.each(CLIENT_KINDS)('%s: a slot migrated while coalesced batches are in flight', (kind) => {
+  it('every op gets a reply or a StoreError; an answered op ran once; none ran twice', async () => {
+    const client = await connectCluster(kind, cluster.nodes);
+    opened.push(client);
+    const prefix = uniquePrefix('moved');
+    const store = new RedisStore({ redis: client.client, prefix, shards: SHARDS });
+    const admin = cluster.nodeClient(cluster.nodes[0]!);
+    // The slot of shard 0, which about an eighth of the ops' keys hash to.
+    const slot = Number(await admin.call('CLUSTER', 'KEYSLOT', bucketKeys(prefix, 'x', [slow], SHARDS)[0]!));
+    const outcomes = new Map<string, 'ok' | 'error'>();
+    const errors = new Set<string>();
+    let next = 0;
+    let migrated = false;
+    const load = (async () => {
+      for (let burst = 0; burst < MAX_BURSTS && !migrated; burst++) {
+        const keys = Array.from({ length: BURST }, (_, i) => `u${next}-${i}`);
+        next++;
+        await Promise.all(
+          keys.map((key) =>
+            store.apply({ key, limits: [slow], take: 1 }).then(
+              () => outcomes.set(key, 'ok'),
+              (error: unknown) => {
+                expect(error).toBeInstanceOf(StoreError);
+                errors.add(String((error as Error).message).slice(0, 60));
+                outcomes.set(key, 'error');
+              },
+            ),
+          ),
+        );
+      }
+    })();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const before = { moved: 0, ask: 0 };
+    const { source } = await migrate(slot, admin);
+    const sourceClient = cluster.nodeClient(source);
+    before.moved = await errorCount(sourceClient, 'MOVED');
+    await new Promise((resolve) => setTimeout(resolve, 300)); // batches still routed to the source
+    migrated = true;
+    await load;
+
+    const checker = await connectCluster('ioredis', cluster.nodes);
+    opened.push(checker);
+    const check = new RedisStore({ redis: checker.client, prefix, shards: SHARDS });
+    const keys = [...outcomes.keys()];
+    const peeks = await Promise.all(keys.map((key) => check.apply({ key, limits: [slow] })));
+    const taken = peeks.map((p) => slow.capacity - p.remaining);
+    const answered = keys.filter((key) => outcomes.get(key) === 'ok');
+    keys.forEach((key, i) => {
+      expect(taken[i]).toBeLessThanOrEqual(1);
+      if (outcomes.get(key) === 'ok') expect(taken[i]).toBe(1);
+    });
+    console.info(
+      `${kind}: ${keys.length} ops, ${answered.length} answered, ${keys.length - answered.length} StoreErrors`,
+      [...errors],
+      `store: ${JSON.stringify(store.stats())}`,
+    );
+    expect(answered.length).toBeGreaterThan(keys.length / 2);
+    // The source sent redirections while the slot moved.
+    expect(
+      before.moved + (await errorCount(sourceClient, 'ASK')) + (await errorCount(sourceClient, 'TRYAGAIN')),
+    ).toBeGreaterThan(0);
+  });
+});

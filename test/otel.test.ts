@@ -1,0 +1,157 @@
+/**
+ * OpenTelemetry: a real TieredLimiter and RequestLimiter on a real Redis, observed through the
+ * OTel SDK with its in-memory exporter. Decisions, round trips, tokens, the store-call histogram,
+ * degraded time and breaker openings, each checked against the limiter's own counters.
+ */
+
+import {
+  AggregationTemporality,
+  type DataPoint,
+  type Histogram,
+  InMemoryMetricExporter,
+  MeterProvider,
+  type MetricData,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics';
+import { defineLimit } from '@tiered-limiter/core';
+import { RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
+import { ATTRIBUTES, instrumentStore, METRICS, observeLimiter } from '@tiered-limiter/otel';
+import { bucketKey, RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
+import {
+  type RedisServer,
+  sleepAtLeast,
+  startRedis,
+  uniquePrefix,
+  whenReady,
+} from '@tiered-limiter/test-harness';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+let server: RedisServer;
+beforeAll(async () => {
+  server = await startRedis();
+});
+afterAll(() => server.stop());
+
+const LIMIT = defineLimit({ capacity: 50, refillPerSecond: 0.001, name: 'api' });
+
+/** An SDK meter with an in-memory exporter, and a way to collect what it holds now. */
+function sdk() {
+  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+  const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+  const provider = new MeterProvider({ readers: [reader] });
+  return {
+    meter: provider.getMeter('tiered-limiter-test'),
+    async collect(): Promise<Map<string, MetricData>> {
+      exporter.reset();
+      await reader.forceFlush();
+      const metrics = exporter.getMetrics().flatMap((r) => r.scopeMetrics.flatMap((s) => s.metrics));
+      return new Map(metrics.map((m) => [m.descriptor.name, m]));
+    },
+    shutdown: () => provider.shutdown(),
+  };
+}
+
+/** The value of the data point of `metric` whose attributes include `match`. */
+function pointValue(metric: MetricData | undefined, match: Record<string, string> = {}): number | undefined {
+  const point = (metric?.dataPoints as DataPoint<number>[] | undefined)?.find((p) =>
+    Object.entries(match).every(([k, v]) => p.attributes[k] === v),
+  );
+  return point?.value;
+}
+
+describe('observeLimiter and instrumentStore', () => {
+  it('report a TieredLimiter’s decisions, round trips, tokens and store-call durations as its stats say', async () => {
+    const otel = sdk();
+    const redis = server.client(recommendedRedisOptions);
+    await whenReady(redis);
+    const store = instrumentStore(new RedisStore({ redis, prefix: uniquePrefix('otel') }), otel.meter, {
+      attributes: { 'db.system.name': 'redis' },
+    });
+    const limiter = new TieredLimiter({ store, limits: LIMIT, failurePolicy: 'closed', instances: 1 });
+    const observation = observeLimiter(limiter, otel.meter, { attributes: { 'tiered_limiter.name': 'api' } });
+    for (let i = 0; i < 80; i++) limiter.tryConsume('k') ?? (await limiter.consume('k'));
+    const stats = limiter.stats();
+    const metrics = await otel.collect();
+
+    expect(pointValue(metrics.get(METRICS.decisions), { [ATTRIBUTES.outcome]: 'allowed' })).toBe(50);
+    expect(pointValue(metrics.get(METRICS.decisions), { [ATTRIBUTES.outcome]: 'denied' })).toBe(30);
+    for (const tier of ['lease', 'global', 'fallback'] as const) {
+      expect(pointValue(metrics.get(METRICS.decisionsByTier), { [ATTRIBUTES.tier]: tier })).toBe(
+        stats.decisions[tier],
+      );
+    }
+    expect(pointValue(metrics.get(METRICS.roundTrips))).toBe(stats.roundTrips);
+    expect(pointValue(metrics.get(METRICS.tokens), { [ATTRIBUTES.tokenState]: 'leased' })).toBe(50);
+    expect(pointValue(metrics.get(METRICS.tokensHeld))).toBe(stats.tokensHeld);
+    expect(pointValue(metrics.get(METRICS.degraded))).toBe(0);
+    expect(metrics.get(METRICS.decisions)?.dataPoints[0]?.attributes).toMatchObject({
+      'tiered_limiter.name': 'api',
+    });
+    expect(metrics.get(METRICS.decisions)?.descriptor.unit).toBe('{decision}');
+
+    // Every refill is one sample of the reserve series, in seconds.
+    const histogram = metrics.get(METRICS.storeDuration)!;
+    expect(histogram.descriptor.unit).toBe('s');
+    const reserve = (histogram.dataPoints as DataPoint<Histogram>[]).find(
+      (p) => p.attributes[ATTRIBUTES.operation] === 'reserve',
+    )!;
+    expect(reserve.attributes['db.system.name']).toBe('redis');
+    expect(reserve.value.count).toBe(stats.refills);
+    expect(reserve.value.sum! / reserve.value.count).toBeGreaterThan(0);
+    expect(reserve.value.max!).toBeLessThan(1);
+
+    // A call that fails is timed too, with its error's code as `error.type`.
+    const prefix = uniquePrefix('otel-wrong');
+    const wrong = instrumentStore(new RedisStore({ redis, prefix }), otel.meter);
+    await redis.set(bucketKey(prefix, 'w', LIMIT.name), 'not a bucket');
+    await expect(wrong.apply({ key: 'w', limits: [LIMIT], take: 1 })).rejects.toThrow(/WRONGTYPE/);
+    const failed = (
+      (await otel.collect()).get(METRICS.storeDuration)!.dataPoints as DataPoint<Histogram>[]
+    ).find((p) => p.attributes[ATTRIBUTES.errorType] !== undefined)!;
+    expect(failed.attributes).toMatchObject({
+      [ATTRIBUTES.operation]: 'take',
+      [ATTRIBUTES.errorType]: 'ERR_TL_STORE',
+    });
+    expect(failed.value.count).toBe(1);
+
+    // Stopped: the SDK keeps the last cumulative points, and they no longer follow the limiter.
+    observation.stop();
+    for (let i = 0; i < 5; i++) limiter.tryConsume('k') ?? (await limiter.consume('k'));
+    expect(limiter.stats().denied).toBe(35);
+    expect(
+      pointValue((await otel.collect()).get(METRICS.decisions), { [ATTRIBUTES.outcome]: 'denied' }),
+    ).toBe(30);
+    await limiter.close();
+    await otel.shutdown();
+  });
+
+  it('report degraded time and breaker openings while Redis is paused, and the way back', async () => {
+    const otel = sdk();
+    const redis = server.client(recommendedRedisOptions);
+    await whenReady(redis);
+    const store = instrumentStore(new RedisStore({ redis, prefix: uniquePrefix('otel') }), otel.meter);
+    const limiter = new RequestLimiter({ store, limits: LIMIT, failurePolicy: 'open', timeoutMs: 20 });
+    const observation = observeLimiter(limiter, otel.meter);
+    await limiter.consume('k');
+    await server.client().call('CLIENT', 'PAUSE', '400');
+    for (let i = 0; i < 10; i++) await limiter.consume(`paused-${i}`);
+    await sleepAtLeast(150);
+    const during = await otel.collect();
+    expect(pointValue(during.get(METRICS.degraded))).toBe(1);
+    expect(pointValue(during.get(METRICS.degradations))).toBe(1);
+    expect(pointValue(during.get(METRICS.degradedTime))).toBeGreaterThan(0.1);
+    expect(
+      pointValue(during.get(METRICS.decisionsByTier), { [ATTRIBUTES.tier]: 'fallback' }),
+    ).toBeGreaterThan(0);
+    expect(pointValue(during.get(METRICS.roundTrips))).toBe(limiter.stats().storeCalls);
+    await sleepAtLeast(400);
+    for (let i = 0; i < 50 && limiter.degraded; i++) {
+      await limiter.consume(`after-${i}`);
+      await sleepAtLeast(20);
+    }
+    expect(pointValue((await otel.collect()).get(METRICS.degraded))).toBe(0);
+    observation.stop();
+    await limiter.close();
+    await otel.shutdown();
+  });
+});

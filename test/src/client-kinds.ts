@@ -1,0 +1,96 @@
+import {
+  recommendedClusterOptions,
+  recommendedNodeRedisClusterOptions,
+  recommendedNodeRedisOptions,
+  recommendedRedisOptions,
+  recommendedValkeyClusterOptions,
+  recommendedValkeyOptions,
+} from '@tiered-limiter/redis';
+import { Cluster as IoCluster, Redis as IoRedis } from 'ioredis';
+import Valkey from 'iovalkey';
+import { createClient, createCluster } from 'redis';
+import { type Closable, closeClient, whenReady } from './clients.js';
+
+/** The Redis client libraries `RedisStore` drives. */
+export type ClientKind = 'ioredis' | 'iovalkey' | 'node-redis';
+
+/** Every client kind, for `describe.each`. */
+export const CLIENT_KINDS: readonly ClientKind[] = ['ioredis', 'iovalkey', 'node-redis'];
+
+/** A connected client of one kind, made with that kind's recommended options. */
+export interface KindClient {
+  readonly kind: ClientKind;
+  /** The client itself, for `RedisStore`'s `redis` option. */
+  readonly client: object;
+  /** Closes it at once. */
+  close(): void;
+}
+
+/** Extra options, merged over the recommended ones (ioredis/iovalkey style, or node-redis style). */
+export interface KindOptions {
+  /** Connection name (`CLIENT SETNAME`), to find the client's connections on the server. */
+  name?: string;
+  /** Options replacing the recommended ones, in the client's own shape. */
+  override?: Record<string, unknown>;
+}
+
+type Address = { readonly host: string; readonly port: number };
+
+/** A client of `kind` to one server, ready for commands. */
+export async function connectServer(
+  kind: ClientKind,
+  at: Address,
+  options: KindOptions = {},
+): Promise<KindClient> {
+  const { name, override = {} } = options;
+  let client: Closable & { on(event: 'error', listener: () => void): unknown };
+  if (kind === 'node-redis') {
+    const node = createClient({
+      ...recommendedNodeRedisOptions,
+      socket: { ...recommendedNodeRedisOptions.socket, host: at.host, port: at.port },
+      ...(name === undefined ? {} : { name }),
+      ...override,
+    });
+    node.on('error', () => {});
+    await node.connect();
+    client = node;
+  } else {
+    const Redis = kind === 'ioredis' ? IoRedis : Valkey;
+    const base = kind === 'ioredis' ? recommendedRedisOptions : recommendedValkeyOptions;
+    client = new Redis({ ...base, host: at.host, port: at.port, connectionName: name, ...override });
+    client.on('error', () => {});
+  }
+  await whenReady(client);
+  return { kind, client, close: () => closeClient(client) };
+}
+
+/** A client of `kind` to a Cluster, ready for commands on every master. */
+export async function connectCluster(
+  kind: ClientKind,
+  nodes: readonly Address[],
+  options: KindOptions = {},
+): Promise<KindClient> {
+  const { name, override = {} } = options;
+  let client: Closable & { on(event: 'error', listener: () => void): unknown };
+  if (kind === 'node-redis') {
+    const cluster = createCluster({
+      ...recommendedNodeRedisClusterOptions,
+      defaults: { ...recommendedNodeRedisClusterOptions.defaults, ...(name === undefined ? {} : { name }) },
+      rootNodes: nodes.map(({ host, port }) => ({ socket: { host, port } })),
+      ...override,
+    });
+    cluster.on('error', () => {});
+    await cluster.connect();
+    client = cluster;
+  } else {
+    const base = kind === 'ioredis' ? recommendedClusterOptions : recommendedValkeyClusterOptions;
+    const Cluster = kind === 'ioredis' ? IoCluster : Valkey.Cluster;
+    client = new Cluster(
+      nodes.map(({ host, port }) => ({ host, port })),
+      { ...base, redisOptions: { ...base.redisOptions, connectionName: name }, ...override },
+    );
+    client.on('error', () => {});
+  }
+  await whenReady(client);
+  return { kind, client, close: () => closeClient(client) };
+}
