@@ -46,6 +46,17 @@ export function describeStoreContract(
       store = await makeStore();
     });
 
+    it('heartbeat counts the live instances and forgets one that stops beating', async () => {
+      const heartbeat = store.heartbeat?.bind(store);
+      expect(heartbeat).toBeDefined();
+      const [a, b] = [fresh('instance-a'), fresh('instance-b')];
+      const before = await heartbeat!(a, 60_000);
+      expect(await heartbeat!(b, 150)).toBe(before + 1);
+      expect(await heartbeat!(a, 60_000)).toBe(before + 1);
+      await sleepUntil(performance.now() + 300);
+      expect(await heartbeat!(a, 60_000)).toBe(before);
+    });
+
     it('admits a new key and leaves capacity − cost (capacity 100, 10/s, cost 1)', async () => {
       expect(await take(fresh('new'), [hundred], 1)).toEqual({
         ok: true,

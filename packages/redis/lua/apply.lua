@@ -13,6 +13,8 @@ ARGV[1]      E, the number of entries; then per entry, in this order:
                want, min, holdMs          a lease to reserve (want 0: none); held holdMs ms
                credit, debit              tokens to give back / to take regardless, or 0
                R                          reports, then R triples: generation, spent, returned
+             or, for a heartbeat entry (its one key the fleet's sorted set):
+               0, instance, ttlMs         the instance counts as alive for ttlMs
 
 Reply        7 integers per entry, in order:
                ok           take: admitted; reserve: something granted; else 1 if a cost of 1 passes now
@@ -23,6 +25,7 @@ Reply        7 integers per entry, in order:
                resetMs      ms until that limit is full with nothing on lease
                limitIndex   0-based index of that limit (core's isTighter: longest wait, fewest
                             tokens, longest until full, first listed)
+             A heartbeat entry replies 1, the number of live instances, then five zeros.
 
 Arithmetic, clock, storage and expiry: bucket.lua.
 ]]
@@ -33,9 +36,24 @@ local reply = {}
 local at_arg, at_key = 2, 1
 local states = {}
 
+local function heartbeat(key, instance, ttl_ms)
+  -- Members are scored by when they stop counting (µs of Redis TIME); the dead are dropped here.
+  redis.call('ZADD', key, now + ttl_ms * 1000, instance)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  redis.call('PEXPIRE', key, ttl_ms * 2)
+  return redis.call('ZCARD', key)
+end
+
 for e = 1, tonumber(ARGV[1]) do
   local n = tonumber(ARGV[at_arg])
   at_arg = at_arg + 1
+  if n == 0 then
+    local live = heartbeat(KEYS[at_key], ARGV[at_arg], tonumber(ARGV[at_arg + 1]))
+    at_key, at_arg = at_key + 1, at_arg + 2
+    local base = #reply
+    reply[base + 1], reply[base + 2] = 1, live
+    for j = 3, 7 do reply[base + j] = 0 end
+  else
   for i = 1, n do
     local st = load(KEYS[at_key])
     at_key = at_key + 1
@@ -130,6 +148,7 @@ for e = 1, tonumber(ARGV[1]) do
   reply[base + 5] = retry
   reply[base + 6] = at_full
   reply[base + 7] = at - 1
+  end
 end
 
 for i = 1, #order do

@@ -8,12 +8,14 @@ export const REPLY_WIDTH = 7;
 export interface EncodableOp {
   readonly op: BucketOp;
   readonly keys: readonly string[];
+  /** Set instead of a bucket op: register `instance` in the fleet set `keys[0]` for `ttlMs`. */
+  readonly heartbeat?: { readonly instance: string; readonly ttlMs: number } | undefined;
 }
 
 /**
  * The arguments of one `apply.lua` call for `batch`: `numkeys, KEYS…, ARGV…` in the layout the
  * script's header gives (E, then per op: N, capacity/rate pairs, take, want, min, holdMs, credit,
- * debit, R, report triples).
+ * debit, R, report triples; or N = 0, instance, ttlMs for a heartbeat).
  */
 export function encodeOps(batch: readonly EncodableOp[]): (string | number)[] {
   let numKeys = 0;
@@ -21,7 +23,12 @@ export function encodeOps(batch: readonly EncodableOp[]): (string | number)[] {
   const args: (string | number)[] = [numKeys];
   for (const { keys } of batch) for (const key of keys) args.push(key);
   args.push(batch.length);
-  for (const { op } of batch) {
+  for (const { op, heartbeat } of batch) {
+    if (heartbeat !== undefined) {
+      // N = 0 marks a heartbeat entry: the instance and how long it counts as alive.
+      args.push(0, heartbeat.instance, heartbeat.ttlMs);
+      continue;
+    }
     args.push(op.limits.length);
     for (const spec of op.limits) args.push(spec.capacity, spec.refillPerSecond);
     const reserve = op.reserve;

@@ -12,7 +12,7 @@ import { adapterFor, asError, type RedisClientAdapter, type RedisClientLike } fr
 import { type CoalesceOptions, Coalescer, type CoalescerStats, type Pending } from './coalescer.js';
 import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_KEYS_PER_CALL, MAX_SHARDS } from './defaults.js';
 import { assertPrefix, bucketKeys, DEFAULT_PREFIX } from './keys.js';
-import { encodeOps, readReplies } from './ops-codec.js';
+import { type EncodableOp, encodeOps, readReplies } from './ops-codec.js';
 import { APPLY_SCRIPT } from './scripts.js';
 
 /** Options of `RedisStore`. */
@@ -48,7 +48,7 @@ export interface RedisStoreOptions {
   shards?: number;
 }
 
-type Op = Pending<BucketOp, BucketReply>;
+type Op = Pending<BucketOp, BucketReply> & Pick<EncodableOp, 'heartbeat'>;
 
 /** Errors with which Redis refuses a call without running it: the slot is elsewhere or moving. */
 const REDIRECTED = /^(MOVED|ASK|TRYAGAIN) /;
@@ -72,6 +72,9 @@ const REDIRECTED = /^(MOVED|ASK|TRYAGAIN) /;
  * const reply = await store.apply({ key: 'user:42', limits: [perSecond(10)], take: 1 });
  * // { ok: true, granted: 1, remaining: 9, … }
  */
+/** The bucket op a heartbeat entry stands in (its `heartbeat` field says what it does). */
+const FLEET_OP: BucketOp = Object.freeze({ key: '', limits: [] });
+
 export class RedisStore implements GlobalStore {
   readonly #client: RedisClientAdapter;
   readonly #prefix: string;
@@ -121,6 +124,28 @@ export class RedisStore implements GlobalStore {
       // Ops to one master share a queue; the name is read at submit time, so a slot the client
       // has seen move goes to its new owner's queue.
       this.#coalescer.submit(this.#client.nodeOf(slot), { op, keys, slot, resolve, reject });
+    });
+  }
+
+  /**
+   * Registers `instance` as alive for `ttlMs` (Redis's clock) in the fleet's sorted set
+   * `prefix:{%fleet}`, and resolves how many instances are alive. It rides in the same call as
+   * the ops of the tick (on a Cluster, in the same pipeline to the set's master), so a sync costs
+   * no extra round trip. `%f` is never written by key escaping, so no user key reaches the set.
+   */
+  heartbeat(instance: string, ttlMs: number): Promise<number> {
+    const key = `${this.#prefix}:{%fleet}`;
+    const slot = this.#client.isCluster ? calculateSlot(key) : 0;
+    return new Promise<number>((resolve, reject) => {
+      const pending: Op = {
+        op: FLEET_OP,
+        keys: [key],
+        slot,
+        heartbeat: { instance, ttlMs: Math.max(1, Math.ceil(ttlMs)) },
+        resolve: (reply) => resolve(reply.granted),
+        reject,
+      };
+      this.#coalescer.submit(this.#client.nodeOf(slot), pending);
     });
   }
 
