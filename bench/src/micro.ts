@@ -1,5 +1,5 @@
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
-import { fullBucket, type LimitSpec, tryTake } from '@tiered-limiter/core';
+import { internal, type LimitSpec } from '@tiered-limiter/core';
 import { LocalLimiter, MemoryStore, TieredLimiter } from '@tiered-limiter/local';
 import { bucketKeys } from '@tiered-limiter/redis';
 import { Bench } from 'tinybench';
@@ -9,6 +9,8 @@ import { type BenchLimit, BITES_10, CEILING, peerLimitOf } from './limits.js';
 import { ADMITTED } from './loop.js';
 import type { BenchSettings, Column, RunContext, Section } from './section.js';
 import { MANY_KEYS } from './throughput.js';
+
+const { fullBucket, tryTake } = internal;
 
 /**
  * Operations per tinybench iteration. tinybench reads the clock around each call of a task; a

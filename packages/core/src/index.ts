@@ -1,16 +1,5 @@
-export type { BucketState } from './bucket.js';
-export {
-  advance,
-  covers,
-  fullBucket,
-  isFullAt,
-  msUntilFull,
-  msUntilTokens,
-  refilled,
-  TOKEN_EPSILON,
-  tryTake,
-  wholeTokens,
-} from './bucket.js';
+import * as internal from './internal.js';
+
 export type { Clock } from './clock.js';
 export type { Decision, DecisionTier, FailurePolicy } from './decision.js';
 export { allowDecision, denyDecision, shadowOf } from './decision.js';
@@ -26,9 +15,6 @@ export {
 } from './errors.js';
 export type { LimitOptions, LimitSpec, RateOptions } from './limit.js';
 export {
-  assertCost,
-  assertKey,
-  assertLimits,
   defineLimit,
   MAX_CAPACITY,
   MAX_REFILL_PER_SECOND,
@@ -36,29 +22,15 @@ export {
   perHour,
   perMinute,
   perSecond,
-  smallestCapacity,
-  tightestWhenFull,
 } from './limit.js';
 export type { Limiter, LimiterEvents, LimiterStats, SyncLimiter } from './limiter.js';
 export type { Generation, SharedBucketState } from './shared-bucket.js';
-export {
-  applyBucketOp,
-  freshSharedBucket,
-  generationFor,
-  heldTokens,
-  isSharedBucketFull,
-  msUntilShared,
-  settleSharedBucket,
-} from './shared-bucket.js';
+export { applyBucketOp, freshSharedBucket, isSharedBucketFull } from './shared-bucket.js';
 export type { BucketOp, BucketReply, GlobalStore, LeaseReport, ReserveRequest } from './store.js';
-export { assertStore } from './store.js';
-export { isTighter } from './tightest.js';
-export {
-  assertBoolean,
-  assertClock,
-  assertInRange,
-  assertInteger,
-  assertObject,
-  assertOneOf,
-  assertPositive,
-} from './validate.js';
+/**
+ * What the other tiered-limiter packages share from core and applications need not: the bucket
+ * arithmetic, the validators, the rule that picks the limit a decision speaks of. It is exported
+ * so that `@tiered-limiter/local`, `redis` and `http` (and their tests) use one copy of it; it is
+ * not covered by semver, and may change in any release.
+ */
+export { internal };

@@ -1,17 +1,9 @@
-import {
-  type BucketState,
-  covers,
-  defineLimit,
-  fullBucket,
-  type LimitSpec,
-  msUntilFull,
-  msUntilTokens,
-  refilled,
-  tryTake,
-  wholeTokens,
-} from '@tiered-limiter/core';
+import { defineLimit, internal, type LimitSpec } from '@tiered-limiter/core';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+
+const { covers, fullBucket, msUntilFull, msUntilTokens, refilled, tryTake, wholeTokens } = internal;
+type BucketState = internal.BucketState;
 
 /**
  * Limits across the whole accepted range, weighted toward small buckets (where a rounding slip

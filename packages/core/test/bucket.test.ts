@@ -1,21 +1,19 @@
-import {
+import { defineLimit, internal, perHour, perMinute, perSecond } from '@tiered-limiter/core';
+import { describe, expect, it } from 'vitest';
+
+const {
   advance,
-  type BucketState,
   covers,
-  defineLimit,
   fullBucket,
   isFullAt,
   msUntilFull,
   msUntilTokens,
-  perHour,
-  perMinute,
-  perSecond,
   refilled,
   TOKEN_EPSILON,
   tryTake,
   wholeTokens,
-} from '@tiered-limiter/core';
-import { describe, expect, it } from 'vitest';
+} = internal;
+type BucketState = internal.BucketState;
 
 const tenPerSecond = perSecond(10); // 0.01 token per ms: one token every 100 ms
 

@@ -1,18 +1,17 @@
 import {
   ArgumentError,
-  assertInRange,
-  assertInteger,
-  assertOneOf,
-  assertPositive,
   CircuitOpenError,
   ClosedError,
   ConfigError,
   CostExceedsCapacityError,
+  internal,
   StoreError,
   StoreTimeoutError,
   TieredLimiterError,
 } from '@tiered-limiter/core';
 import { describe, expect, it } from 'vitest';
+
+const { assertInRange, assertInteger, assertOneOf, assertPositive } = internal;
 
 describe('error classes', () => {
   const cause = new Error('ECONNRESET');

@@ -1,15 +1,8 @@
-import {
-  assertLimits,
-  defineLimit,
-  fullBucket,
-  type LimitSpec,
-  perHour,
-  perMinute,
-  perSecond,
-  tryTake,
-} from '@tiered-limiter/core';
+import { defineLimit, internal, type LimitSpec, perHour, perMinute, perSecond } from '@tiered-limiter/core';
 import { limitOptions, optionMatrix, rateOptions } from '@tiered-limiter/test-harness';
 import { afterAll, describe, expect, it } from 'vitest';
+
+const { assertLimits, fullBucket, tryTake } = internal;
 
 // Issue 9 §3 for the limit builders: every option × the bad values. A limit that is built must be
 // one a limiter accepts and one that limits: a full bucket admits its capacity, then denies.

@@ -1,21 +1,20 @@
 import type { LimitSpec } from '@tiered-limiter/core';
 import {
   ArgumentError,
-  assertCost,
-  assertKey,
-  assertLimits,
   ConfigError,
   CostExceedsCapacityError,
   defineLimit,
+  internal,
   MAX_CAPACITY,
   MAX_REFILL_PER_SECOND,
   MIN_REFILL_PER_SECOND,
   perHour,
   perMinute,
   perSecond,
-  smallestCapacity,
 } from '@tiered-limiter/core';
 import { describe, expect, it } from 'vitest';
+
+const { assertCost, assertKey, assertLimits, smallestCapacity } = internal;
 
 /** Runs `fn`, expects a `ConfigError`, and returns it for closer checks. */
 function configError(fn: () => unknown): ConfigError {

@@ -1,6 +1,8 @@
-import { assertLimits, type Decision, type LimitSpec } from '@tiered-limiter/core';
+import { type Decision, internal, type LimitSpec } from '@tiered-limiter/core';
 import { DEFAULT_DEGRADED_HEADER } from './defaults.js';
 import { wholeSeconds } from './seconds.js';
+
+const { assertLimits } = internal;
 
 /** One limit as `RateLimit-Policy` announces it. */
 export interface PolicyItem {

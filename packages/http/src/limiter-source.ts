@@ -1,9 +1,11 @@
-import { assertInteger, assertLimits, ConfigError, type LimitSpec } from '@tiered-limiter/core';
+import { ConfigError, internal, type LimitSpec } from '@tiered-limiter/core';
 import { DEFAULT_MAX_LIMITERS } from './defaults.js';
 import { type RateLimitPolicy, rateLimitPolicy } from './headers.js';
 import { type HttpLimiter, isLimiter } from './limiter.js';
 import type { LimitOption } from './options.js';
 import { warnOnce } from './warn.js';
+
+const { assertInteger, assertLimits } = internal;
 
 /** A limiter with its `RateLimit-Policy`, computed once. */
 export interface LimiterEntry {

@@ -1,4 +1,4 @@
-import { assertInteger, ConfigError } from '@tiered-limiter/core';
+import { ConfigError, internal } from '@tiered-limiter/core';
 import {
   DEFAULT_FAIL_CLOSED_STATUS,
   DEFAULT_IPV6_SUBNET,
@@ -13,6 +13,8 @@ import { assertKnownOptions, OPTION_NAMES, ROUTE_OPTION_NAMES } from './known-op
 import { LimiterCache, type LimiterNeeds, type LimiterSource, limiterSource } from './limiter-source.js';
 import type { RateLimitOptions } from './options.js';
 import { RouteTable } from './routes.js';
+
+const { assertInteger } = internal;
 
 /** A route's limit, checked: where its limiter comes from, its cost and key. */
 export interface ResolvedRoute<Req> {

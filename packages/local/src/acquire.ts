@@ -1,5 +1,7 @@
-import { ArgumentError, assertInteger, type Clock, ClosedError, type Decision } from '@tiered-limiter/core';
+import { ArgumentError, type Clock, ClosedError, type Decision, internal } from '@tiered-limiter/core';
 import { DEFAULT_MAX_WAIT_MS } from './defaults.js';
+
+const { assertInteger } = internal;
 
 /** Options of `acquire`. */
 export interface AcquireOptions {

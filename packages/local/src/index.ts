@@ -1,5 +1,5 @@
 export type { AcquireOptions, AcquireResult } from './acquire.js';
-export { BlockList, MAX_BLOCK_MS } from './block-list.js';
+export { MAX_BLOCK_MS } from './block-list.js';
 export {
   DEFAULT_ASSUMED_INSTANCES,
   DEFAULT_CLOSE_TIMEOUT_MS,
@@ -20,7 +20,6 @@ export {
   MIN_LEASE_GRACE_MS,
 } from './defaults.js';
 export type { FailurePolicyOptions, LocalFallbackOptions } from './guard/failure-policy.js';
-export { divideLimits } from './guard/failure-policy.js';
 export type { StoreLimiterOptions } from './guard/guarded-store.js';
 export type {
   BreakerOptions,

@@ -1,21 +1,19 @@
-import {
+import { allowDecision, type Decision, denyDecision, internal, type LimitSpec } from '@tiered-limiter/core';
+import type { LRUCache } from 'lru-cache';
+
+const {
   advance,
-  allowDecision,
-  type BucketState,
   covers,
-  type Decision,
-  denyDecision,
   fullBucket,
   isFullAt,
   isTighter,
-  type LimitSpec,
   msUntilFull,
   msUntilTokens,
   refilled,
   tryTake,
   wholeTokens,
-} from '@tiered-limiter/core';
-import type { LRUCache } from 'lru-cache';
+} = internal;
+type BucketState = internal.BucketState;
 
 /**
  * What `LocalLimiter` keeps per key: one bucket for a single limit, one per limit (in order) for

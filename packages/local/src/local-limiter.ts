@@ -1,28 +1,15 @@
 import {
   allowDecision,
-  assertBoolean,
-  assertClock,
-  assertCost,
-  assertInteger,
-  assertKey,
-  assertLimits,
-  type BucketState,
   type Clock,
   ClosedError,
   ConfigError,
   type Decision,
   denyDecision,
-  fullBucket,
+  internal,
   type LimiterStats,
   type LimitSpec,
-  msUntilFull,
-  msUntilTokens,
   type SyncLimiter,
   shadowOf,
-  smallestCapacity,
-  tightestWhenFull,
-  tryTake,
-  wholeTokens,
 } from '@tiered-limiter/core';
 import type { LRUCache } from 'lru-cache';
 import { assertBlockMs, BlockList } from './block-list.js';
@@ -41,6 +28,23 @@ import {
 } from './local-buckets.js';
 import { assertTokens } from './management.js';
 import { lruTable } from './table.js';
+
+const {
+  assertBoolean,
+  assertClock,
+  assertCost,
+  assertInteger,
+  assertKey,
+  assertLimits,
+  fullBucket,
+  msUntilFull,
+  msUntilTokens,
+  smallestCapacity,
+  tightestWhenFull,
+  tryTake,
+  wholeTokens,
+} = internal;
+type BucketState = internal.BucketState;
 
 /** Options of `LocalLimiter`. */
 export interface LocalLimiterOptions {
@@ -105,7 +109,7 @@ export class LocalLimiter implements SyncLimiter {
    * Validates every option and throws a `ConfigError` naming the one refused.
    *
    * @example
-   * import { perHour, perSecond } from '@tiered-limiter/core';
+   * import { perHour, perSecond, internal } from '@tiered-limiter/core';
    * import { LocalLimiter } from '@tiered-limiter/local';
    *
    * const limiter = new LocalLimiter({ limits: [perSecond(10), perHour(1000)] });

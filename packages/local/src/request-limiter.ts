@@ -1,27 +1,31 @@
 import { EventEmitter } from 'node:events';
 import {
-  assertClock,
-  assertCost,
-  assertInteger,
-  assertKey,
-  assertLimits,
   type BucketOp,
   type Clock,
   ClosedError,
   ConfigError,
   type Decision,
   denyDecision,
+  internal,
   type Limiter,
   type LimiterEvents,
   type LimiterStats,
   type LimitSpec,
-  smallestCapacity,
-  tightestWhenFull,
 } from '@tiered-limiter/core';
 import { assertBlockMs, BlockList } from './block-list.js';
 import { DEFAULT_MAX_KEYS, MAX_MAX_KEYS } from './defaults.js';
 import { decisionOf, GuardedStore, type StoreLimiterOptions } from './guard/guarded-store.js';
 import { assertTokens } from './management.js';
+
+const {
+  assertClock,
+  assertCost,
+  assertInteger,
+  assertKey,
+  assertLimits,
+  smallestCapacity,
+  tightestWhenFull,
+} = internal;
 
 /** Options of `RequestLimiter`. */
 export interface RequestLimiterOptions extends StoreLimiterOptions {

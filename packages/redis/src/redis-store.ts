@@ -1,9 +1,9 @@
 import {
-  assertInteger,
   type BucketOp,
   type BucketReply,
   ConfigError,
   type GlobalStore,
+  internal,
   type LimitSpec,
   StoreError,
 } from '@tiered-limiter/core';
@@ -14,6 +14,8 @@ import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_KEYS_PER_CALL, MAX_SHARDS } from './
 import { assertPrefix, bucketKeys, DEFAULT_PREFIX } from './keys.js';
 import { type EncodableOp, encodeOps, readReplies } from './ops-codec.js';
 import { APPLY_SCRIPT } from './scripts.js';
+
+const { assertInteger } = internal;
 
 /** Options of `RedisStore`. */
 export interface RedisStoreOptions {
@@ -64,7 +66,7 @@ const REDIRECTED = /^(MOVED|ASK|TRYAGAIN) /;
  *
  * @example
  * import { Redis } from 'ioredis';
- * import { perSecond } from '@tiered-limiter/core';
+ * import { perSecond, internal } from '@tiered-limiter/core';
  * import { RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
  *
  * const redis = new Redis({ ...recommendedRedisOptions, host: '127.0.0.1', port: 6379 });

@@ -7,12 +7,11 @@ import {
   applyBucketOp,
   type BucketOp,
   defineLimit,
+  internal,
   isSharedBucketFull,
   type LimitSpec,
-  msUntilShared,
   perMinute,
   type SharedBucketState,
-  TOKEN_EPSILON,
 } from '@tiered-limiter/core';
 import { bucketKey, KEY_TTL_MARGIN_MS, RedisStore } from '@tiered-limiter/redis';
 import { type RedisServer, startRedis, uniquePrefix } from '@tiered-limiter/test-harness';
@@ -21,6 +20,8 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeOps, readReplies } from '../src/ops-codec.js';
 import { SCRIPTS } from '../src/scripts.js';
+
+const { msUntilShared, TOKEN_EPSILON } = internal;
 
 let server: RedisServer;
 let redis: Redis;

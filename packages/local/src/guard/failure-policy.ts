@@ -1,23 +1,21 @@
 import {
   allowDecision,
-  assertInteger,
-  assertLimits,
-  assertObject,
-  assertOneOf,
   type Clock,
   ConfigError,
   type Decision,
   defineLimit,
   denyDecision,
   type FailurePolicy,
+  internal,
   type LimitSpec,
   MIN_REFILL_PER_SECOND,
   type StoreError,
-  smallestCapacity,
-  tightestWhenFull,
 } from '@tiered-limiter/core';
 import { DEFAULT_CLOSED_RETRY_AFTER_MS, MAX_MAX_KEYS } from '../defaults.js';
 import { LocalLimiter } from '../local-limiter.js';
+
+const { assertInteger, assertLimits, assertObject, assertOneOf, smallestCapacity, tightestWhenFull } =
+  internal;
 
 const POLICIES: readonly FailurePolicy[] = ['open', 'closed', 'local'];
 

@@ -1,8 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import {
   allowDecision,
-  assertBoolean,
-  assertStore,
   type BucketOp,
   type BucketReply,
   type Clock,
@@ -10,6 +8,7 @@ import {
   type DecisionTier,
   denyDecision,
   type GlobalStore,
+  internal,
   type LimiterEvents,
   type LimitSpec,
   type StoreError,
@@ -17,6 +16,8 @@ import {
 } from '@tiered-limiter/core';
 import { FailurePolicyDecider, type FailurePolicyOptions } from './failure-policy.js';
 import { type GuardResult, StoreGuard, type StoreGuardOptions } from './store-guard.js';
+
+const { assertBoolean, assertStore } = internal;
 
 /** Options every limiter over a `GlobalStore` shares. */
 export interface StoreLimiterOptions extends StoreGuardOptions, FailurePolicyOptions {

@@ -1,15 +1,16 @@
 import { EventEmitter } from 'node:events';
 import {
-  assertClock,
-  assertInteger,
   CircuitOpenError,
   type Clock,
   ConfigError,
+  internal,
   type LimiterEvents,
   StoreError,
   StoreTimeoutError,
 } from '@tiered-limiter/core';
 import { DEFAULT_COOLDOWN_MS, DEFAULT_FAILURE_THRESHOLD, DEFAULT_TIMEOUT_MS } from '../defaults.js';
+
+const { assertClock, assertInteger } = internal;
 
 /** Options of the circuit breaker inside a `StoreGuard`. */
 export interface BreakerOptions {

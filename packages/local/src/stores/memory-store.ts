@@ -1,21 +1,21 @@
 import {
   applyBucketOp,
-  assertClock,
-  assertInteger,
   type BucketOp,
   type BucketReply,
   type Clock,
   ConfigError,
   freshSharedBucket,
   type GlobalStore,
+  internal,
   isSharedBucketFull,
   type LimitSpec,
   type SharedBucketState,
-  settleSharedBucket,
 } from '@tiered-limiter/core';
 import type { LRUCache } from 'lru-cache';
 import { DEFAULT_MEMORY_STORE_MAX_KEYS, MAX_MAX_KEYS } from '../defaults.js';
 import { lruTable } from '../table.js';
+
+const { assertClock, assertInteger, settleSharedBucket } = internal;
 
 /** Options of `MemoryStore`. */
 export interface MemoryStoreOptions {

@@ -1,12 +1,7 @@
-import {
-  assertInteger,
-  assertObject,
-  assertOneOf,
-  ConfigError,
-  type FailurePolicy,
-  type LimitSpec,
-} from '@tiered-limiter/core';
+import { ConfigError, type FailurePolicy, internal, type LimitSpec } from '@tiered-limiter/core';
 import { DEFAULT_FLEET_CALLS_PER_SECOND } from '../defaults.js';
+
+const { assertInteger, assertObject, assertOneOf } = internal;
 
 /** The periodic sync of `TieredLimiter` (see `Syncer`). */
 export interface SyncOptions {

@@ -1,13 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import {
-  assertBoolean,
-  assertInRange,
-  assertInteger,
-  assertObject,
-  ConfigError,
-  type LimitSpec,
-  smallestCapacity,
-} from '@tiered-limiter/core';
+import { ConfigError, internal, type LimitSpec } from '@tiered-limiter/core';
 import {
   DEFAULT_ASSUMED_INSTANCES,
   DEFAULT_CLOSE_TIMEOUT_MS,
@@ -32,6 +24,8 @@ import {
   type SyncConfig,
   type SyncOptions,
 } from './fleet-options.js';
+
+const { assertBoolean, assertInRange, assertInteger, assertObject, smallestCapacity } = internal;
 
 /** Lease options of `TieredLimiter`. */
 export interface LeaseOptions {

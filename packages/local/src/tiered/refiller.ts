@@ -1,10 +1,4 @@
-import {
-  type BucketOp,
-  type BucketReply,
-  type Clock,
-  type LimitSpec,
-  smallestCapacity,
-} from '@tiered-limiter/core';
+import { type BucketOp, type BucketReply, type Clock, internal, type LimitSpec } from '@tiered-limiter/core';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { GuardedStore } from '../guard/guarded-store.js';
 import type { GuardResult } from '../guard/store-guard.js';
@@ -13,6 +7,8 @@ import { addGrant, type Lease, takeReports } from './lease.js';
 import type { TieredConfig } from './options.js';
 import { touchSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
+
+const { smallestCapacity } = internal;
 
 /** What a lease asks of the store, beside the reports it owes. */
 type Ask = { take: number } | { want: number; min: number } | undefined;

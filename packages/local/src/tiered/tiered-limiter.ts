@@ -1,15 +1,12 @@
 import { EventEmitter } from 'node:events';
 import {
   allowDecision,
-  assertCost,
-  assertKey,
-  assertLimits,
   ClosedError,
   type Decision,
   denyDecision,
+  internal,
   type LimitSpec,
   type SyncLimiter,
-  smallestCapacity,
 } from '@tiered-limiter/core';
 import {
   type AcquireOptions,
@@ -23,6 +20,8 @@ import type { TieredLimiterOptions } from './options.js';
 import { touchSharedClock } from './shared-clock.js';
 import { type TieredLimiterEvents, type TieredLimiterStats, tieredStats } from './stats.js';
 import { type TieredParts, wireTiered } from './wiring.js';
+
+const { assertCost, assertKey, assertLimits, smallestCapacity } = internal;
 
 /** What the last-key cache holds before any key: never equal to a key, `undefined` included. */
 const NO_KEY = Symbol('no key');

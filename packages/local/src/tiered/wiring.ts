@@ -1,13 +1,5 @@
 import type { EventEmitter } from 'node:events';
-import {
-  assertClock,
-  assertLimits,
-  type Clock,
-  ConfigError,
-  type LimiterEvents,
-  type LimitSpec,
-  tightestWhenFull,
-} from '@tiered-limiter/core';
+import { type Clock, ConfigError, internal, type LimiterEvents, type LimitSpec } from '@tiered-limiter/core';
 import type { LRUCache } from 'lru-cache';
 import { GuardedStore } from '../guard/guarded-store.js';
 import { lruTable } from '../table.js';
@@ -21,6 +13,8 @@ import { Refiller } from './refiller.js';
 import { acquireSharedClock } from './shared-clock.js';
 import { TieredCounters } from './stats.js';
 import { Syncer } from './sync.js';
+
+const { assertClock, assertLimits, tightestWhenFull } = internal;
 
 /** What a `TieredLimiter` asks of itself while its parts are wired. */
 export interface TieredHooks {

@@ -1,0 +1,30 @@
+// What the other tiered-limiter packages share from core and users need not: the bucket
+// arithmetic, the validators and the tie-breaking rule. Reached as `internal` from the package
+// root (`import { internal } from '@tiered-limiter/core'`), not covered by semver.
+
+export type { BucketState } from './bucket.js';
+export {
+  advance,
+  covers,
+  fullBucket,
+  isFullAt,
+  msUntilFull,
+  msUntilTokens,
+  refilled,
+  TOKEN_EPSILON,
+  tryTake,
+  wholeTokens,
+} from './bucket.js';
+export { assertCost, assertKey, assertLimits, smallestCapacity, tightestWhenFull } from './limit.js';
+export { generationFor, heldTokens, msUntilShared, settleSharedBucket } from './shared-bucket.js';
+export { assertStore } from './store.js';
+export { isTighter } from './tightest.js';
+export {
+  assertBoolean,
+  assertClock,
+  assertInRange,
+  assertInteger,
+  assertObject,
+  assertOneOf,
+  assertPositive,
+} from './validate.js';
