@@ -1,3 +1,4 @@
+import type { Clock } from './clock.js';
 import { ConfigError } from './errors.js';
 
 /**
@@ -54,7 +55,7 @@ function rangeText(what: string, min: number, max: number): string {
  * returns a finite number. Called once at construction, so a bad clock fails there and not as
  * an unsettled decision or an unhandled rejection later.
  */
-export function assertClock(option: string, value: unknown): { now(): number } {
+export function assertClock(option: string, value: unknown): Clock {
   const clock = value as { now?: unknown } | null;
   if (clock === null || typeof clock !== 'object' || typeof clock.now !== 'function') {
     throw new ConfigError(option, value, 'an object with a now() method returning milliseconds');
@@ -72,7 +73,7 @@ export function assertClock(option: string, value: unknown): { now(): number } {
       `a clock whose now() returns a finite number (it returned ${String(reading)})`,
     );
   }
-  return clock as { now(): number };
+  return clock as Clock;
 }
 
 /** Throws a `ConfigError` naming `option` unless `value` is a boolean. */

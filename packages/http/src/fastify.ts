@@ -9,7 +9,10 @@ export interface FastifyRequestLike {
   /** Node's `IncomingMessage`. */
   readonly raw: IncomingMessage;
   /** The route's options; `config.rateLimit` gives a route its own limit (or `false`: none). */
-  readonly routeOptions?: { readonly config?: unknown };
+  readonly routeOptions?: {
+    /** The route's `config`, where `config.rateLimit` sets or turns off its limit. */
+    readonly config?: unknown;
+  };
 }
 
 /** What the Fastify hook calls on a reply. */

@@ -141,6 +141,7 @@ export interface RateLimitOptions<Req = IncomingMessage> extends RateLimitHeader
 
 /** The limiter's answer to a request that may go ahead: the headers to add. */
 export interface RateLimitAllowed {
+  /** The request went ahead. */
   readonly allowed: true;
   /** The limiter's decision, with the key and cost. */
   readonly decision: RateLimitInfo;
@@ -156,6 +157,7 @@ export interface RateLimitAllowed {
 
 /** The limiter's answer to a request that is refused: the whole response to send. */
 export interface RateLimitDenied {
+  /** The request was refused (the response is already written). */
   readonly allowed: false;
   /** The limiter's decision, with the key and cost. */
   readonly decision: RateLimitInfo;

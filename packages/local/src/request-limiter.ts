@@ -39,7 +39,14 @@ export interface RequestLimiterOptions extends StoreLimiterOptions {
 /** Counters of a `RequestLimiter` since it was made. */
 export interface RequestLimiterStats extends LimiterStats {
   /** Decisions by the tier that made them (`local`: a key blocked in process). */
-  readonly decisions: { readonly global: number; readonly fallback: number; readonly local: number };
+  readonly decisions: {
+    /** Decided by a store call. */
+    readonly global: number;
+    /** Decided by the failure policy. */
+    readonly fallback: number;
+    /** Decided in process: a blocked key. */
+    readonly local: number;
+  };
   /** Calls sent to the store. */
   readonly storeCalls: number;
   /** Store calls that failed or timed out. */

@@ -55,6 +55,9 @@ type Op = Pending<BucketOp, BucketReply> & Pick<EncodableOp, 'heartbeat'>;
 /** Errors with which Redis refuses a call without running it: the slot is elsewhere or moving. */
 const REDIRECTED = /^(MOVED|ASK|TRYAGAIN) /;
 
+/** The bucket op a heartbeat entry stands in (its `heartbeat` field says what it does). */
+const FLEET_OP: BucketOp = Object.freeze({ key: '', limits: [] });
+
 /**
  * The `GlobalStore` on Redis: one Lua script (`lua/apply.lua`) that applies a batch of ops
  * atomically, timed by the server's own `TIME`. Ops made in one tick, or while earlier calls
@@ -74,9 +77,6 @@ const REDIRECTED = /^(MOVED|ASK|TRYAGAIN) /;
  * const reply = await store.apply({ key: 'user:42', limits: [perSecond(10)], take: 1 });
  * // { ok: true, granted: 1, remaining: 9, … }
  */
-/** The bucket op a heartbeat entry stands in (its `heartbeat` field says what it does). */
-const FLEET_OP: BucketOp = Object.freeze({ key: '', limits: [] });
-
 export class RedisStore implements GlobalStore {
   readonly #client: RedisClientAdapter;
   readonly #prefix: string;

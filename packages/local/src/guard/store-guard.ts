@@ -44,8 +44,18 @@ export interface StoreGuardOptions {
 
 /** The outcome of a guarded store call: a value, or the failure that the policy must handle. */
 export type GuardResult<T> =
-  | { readonly ok: true; readonly value: T }
-  | { readonly ok: false; readonly error: StoreError };
+  | {
+      /** The store answered. */
+      readonly ok: true;
+      /** Its answer. */
+      readonly value: T;
+    }
+  | {
+      /** The store failed, timed out, or the breaker refused the call. */
+      readonly ok: false;
+      /** Why: a `StoreError`, `StoreTimeoutError` or `CircuitOpenError`. */
+      readonly error: StoreError;
+    };
 
 /** The breaker's state: `closed` calls go through, `open` none do, `half-open` one probe does. */
 export type BreakerState = 'closed' | 'open' | 'half-open';

@@ -4,7 +4,14 @@ import type { TieredParts } from './wiring.js';
 /** Counters of a `TieredLimiter` since it was made. */
 export interface TieredLimiterStats extends LimiterStats {
   /** Decisions by the tier that made them. */
-  readonly decisions: { readonly lease: number; readonly global: number; readonly fallback: number };
+  readonly decisions: {
+    /** From leased tokens or a remembered denial, with no wait. */
+    readonly lease: number;
+    /** After waiting for a store call. */
+    readonly global: number;
+    /** By the failure policy. */
+    readonly fallback: number;
+  };
   /** Store calls sent: refills plus settles. */
   readonly roundTrips: number;
   /** Refill (`reserve`) ops sent. */
@@ -27,7 +34,14 @@ export interface TieredLimiterStats extends LimiterStats {
   /** Tokens held in leases now, not yet spent nor returned. */
   readonly tokensHeld: number;
   /** Round-trip time of refills that answered, in ms. */
-  readonly refillLatencyMs: { readonly count: number; readonly mean: number; readonly max: number };
+  readonly refillLatencyMs: {
+    /** Refills that answered. */
+    readonly count: number;
+    /** Their mean round trip, in ms. */
+    readonly mean: number;
+    /** The longest, in ms. */
+    readonly max: number;
+  };
   /** Milliseconds spent degraded (store considered down), the current spell included. */
   readonly fallbackMs: number;
   /** Whether the store is considered down now. */
@@ -103,5 +117,12 @@ export interface TieredLimiterEvents extends LimiterEvents {
    * The store reports more live instances than `instances` declared: fair shares and the optimistic
    * cold start's bound assumed fewer. The limiter sizes its leases by the live count already.
    */
-  fleet: [info: { instances: number; declared: number | undefined }];
+  fleet: [
+    info: {
+      /** Instances alive now, as the store counts them. */
+      instances: number;
+      /** The `instances` option. */
+      declared: number | undefined;
+    },
+  ];
 }
