@@ -81,7 +81,14 @@ describe('observeLimiter and instrumentStore', () => {
       );
     }
     expect(pointValue(metrics.get(METRICS.roundTrips))).toBe(stats.roundTrips);
-    expect(pointValue(metrics.get(METRICS.tokens), { [ATTRIBUTES.tokenState]: 'leased' })).toBe(50);
+    // The key's first request was a take (a key seen once keeps no lease); the rest were leased.
+    expect(pointValue(metrics.get(METRICS.tokens), { [ATTRIBUTES.tokenState]: 'leased' })).toBe(
+      stats.tokensLeased,
+    );
+    expect(pointValue(metrics.get(METRICS.tokens), { [ATTRIBUTES.tokenState]: 'taken' })).toBe(
+      stats.tokensTaken,
+    );
+    expect(stats.tokensLeased + stats.tokensTaken).toBe(50);
     expect(pointValue(metrics.get(METRICS.tokensHeld))).toBe(stats.tokensHeld);
     expect(pointValue(metrics.get(METRICS.degraded))).toBe(0);
     expect(metrics.get(METRICS.decisions)?.dataPoints[0]?.attributes).toMatchObject({
@@ -89,14 +96,17 @@ describe('observeLimiter and instrumentStore', () => {
     });
     expect(metrics.get(METRICS.decisions)?.descriptor.unit).toBe('{decision}');
 
-    // Every refill is one sample of the reserve series, in seconds.
+    // Every refill is one sample of the reserve series (a lease) or the take series (a sparse key's
+    // take), in seconds.
     const histogram = metrics.get(METRICS.storeDuration)!;
     expect(histogram.descriptor.unit).toBe('s');
-    const reserve = (histogram.dataPoints as DataPoint<Histogram>[]).find(
-      (p) => p.attributes[ATTRIBUTES.operation] === 'reserve',
-    )!;
+    const series = (operation: string) =>
+      (histogram.dataPoints as DataPoint<Histogram>[]).find(
+        (p) => p.attributes[ATTRIBUTES.operation] === operation,
+      );
+    const reserve = series('reserve')!;
     expect(reserve.attributes['db.system.name']).toBe('redis');
-    expect(reserve.value.count).toBe(stats.refills);
+    expect(reserve.value.count + (series('take')?.value.count ?? 0)).toBe(stats.refills);
     expect(reserve.value.sum! / reserve.value.count).toBeGreaterThan(0);
     expect(reserve.value.max!).toBeLessThan(1);
 

@@ -131,7 +131,8 @@ export const tieredLimiterOptions = {
   ...nest('coldStart', {
     mode: { kind: 'choice', required: true, extra: ['OPTIMISTIC', 'lazy', true] },
     credit: { kind: 'integer', with: optimistic },
-    spacingMs: { kind: 'integer', with: optimistic },
+    // The rule weighs credit against a capacity: on the 2-token proof limit it refuses the credit.
+    spacingMs: { kind: 'integer', with: optimistic, alsoNamed: ['coldStart.credit'] },
   } satisfies OptionTable<ColdStartOptions>),
   instanceId: { kind: 'string', extra: ['', 'x'.repeat(201)] },
 } satisfies OptionTable<TieredLimiterOptions> & Record<string, OptionCase>;

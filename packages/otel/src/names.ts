@@ -34,7 +34,7 @@ export const ATTRIBUTES = Object.freeze({
   outcome: 'tiered_limiter.outcome',
   /** The `Decision`'s `tier`: `lease`, `global`, `fallback`, `local`. */
   tier: 'tiered_limiter.tier',
-  /** `leased`, `refunded`, `expired`, `unreported`. */
+  /** `leased`, `taken`, `optimistic`, `refunded`, `expired`, `unreported`. */
   tokenState: 'tiered_limiter.token.state',
   /** A store call: `reserve` (a lease refill), `take`, `settle` (hand-backs alone), `peek`, `reset`. */
   operation: 'tiered_limiter.store.operation',

@@ -14,8 +14,12 @@ export interface ObservedStats extends LimiterStats {
   readonly roundTrips?: number;
   /** Store calls (`RequestLimiter`). */
   readonly storeCalls?: number;
-  /** Tokens granted by the shared bucket. */
+  /** Tokens granted by the shared bucket as leases. */
   readonly tokensLeased?: number;
+  /** Tokens a sparse key's take took (`TieredLimiter`: no lease kept). */
+  readonly tokensTaken?: number;
+  /** Tokens admitted by optimistic cold start before the store heard of their key. */
+  readonly tokensOptimistic?: number;
   /** Unspent tokens handed back. */
   readonly tokensRefunded?: number;
   /** Tokens whose lease expired before they were spent. */
@@ -129,6 +133,8 @@ export function observeLimiter(
     if (calls !== undefined) result.observe(roundTrips, calls, base);
     const states = {
       leased: stats.tokensLeased,
+      taken: stats.tokensTaken,
+      optimistic: stats.tokensOptimistic,
       refunded: stats.tokensRefunded,
       expired: stats.tokensExpired,
       unreported: stats.tokensUnreported,

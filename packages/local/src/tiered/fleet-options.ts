@@ -88,6 +88,9 @@ export function resolveColdStart(
     );
   }
   const credit = assertInteger('coldStart.credit', o.credit ?? 1, 1, 1_000_000);
+  // A spacing of the wrong kind is named as such before the rule is weighed.
+  const spacing =
+    o.spacingMs === undefined ? undefined : assertInteger('coldStart.spacingMs', o.spacingMs, 1, 86_400_000);
   let spacingFloor = leaseMs;
   for (const spec of limits) {
     if (instances * credit > 0.1 * spec.capacity) {

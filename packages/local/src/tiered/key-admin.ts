@@ -1,17 +1,11 @@
-import {
-  allowDecision,
-  type BucketOp,
-  type Clock,
-  type Decision,
-  denyDecision,
-  type LimitSpec,
-} from '@tiered-limiter/core';
+import { allowDecision, type Clock, type Decision, denyDecision, type LimitSpec } from '@tiered-limiter/core';
 import type { LRUCache } from 'lru-cache';
 import { assertBlockMs } from '../block-list.js';
 import { decisionOf, type GuardedStore } from '../guard/guarded-store.js';
 import { assertTokens } from '../management.js';
 import type { Lease } from './lease.js';
 import type { LeaseBook } from './lease-book.js';
+import type { Refiller } from './refiller.js';
 
 /** What a two-tier limiter's management calls and cold path need of it. */
 export interface KeyParts {
@@ -19,6 +13,7 @@ export interface KeyParts {
   readonly book: LeaseBook;
   readonly leases: LRUCache<string, Lease>;
   readonly clock: Clock;
+  readonly refiller: Refiller;
   limits(): readonly LimitSpec[];
   leaseFor(key: string): Lease;
 }
@@ -65,23 +60,27 @@ export class KeyAdmin {
     return (await store.guard.run(() => store.store.reset(key, limits))).ok;
   }
 
-  /** Gives `tokens` back to the global buckets of `key`, never past their room. */
+  /**
+   * Gives `tokens` back to the global buckets of `key`, never past their room. The key's spends
+   * ride first, so the reward lands in the room they free, and a denial this instance remembers
+   * for the key is forgotten (the bucket may have tokens now).
+   */
   reward(key: string, tokens: number): Promise<boolean> {
-    return this.#send({ key, limits: this.#parts.limits(), credit: assertTokens(tokens) });
+    const credit = assertTokens(tokens);
+    const lease = this.#parts.leaseFor(key);
+    lease.deniedUntilMs = lease.blockedUntilMs;
+    return this.#parts.refiller.settle(lease, { credit });
   }
 
   /** Takes `tokens` from the global buckets of `key` regardless (at most a capacity into debt). */
   penalty(key: string, tokens: number): Promise<boolean> {
-    return this.#send({ key, limits: this.#parts.limits(), debit: assertTokens(tokens) });
+    const debit = assertTokens(tokens);
+    return this.#parts.refiller.settle(this.#parts.leaseFor(key), { debit });
   }
 
   /** Denies `key` here for `ms` with no round trip; its leased tokens go back to the store. */
   block(key: string, ms: number): void {
     const { book, clock } = this.#parts;
     book.block(this.#parts.leaseFor(key), clock.now() + assertBlockMs(ms));
-  }
-
-  async #send(op: BucketOp): Promise<boolean> {
-    return (await this.#parts.store.send(() => op)).ok;
   }
 }

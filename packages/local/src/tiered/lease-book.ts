@@ -137,7 +137,7 @@ export class LeaseBook {
       lease.detached = true;
       if (lease.refill !== undefined) inFlight.push(lease.refill);
       drainLease(lease);
-      this.#pending.add(this.#refiller.settle(lease, force));
+      this.#pending.add(this.#refiller.settle(lease, { force }));
     }
     this.#owing.clear();
     this.#holding.clear();
@@ -164,7 +164,7 @@ export class LeaseBook {
   }
 
   #settle(lease: Lease): void {
-    const settle = this.#refiller.settle(lease, undefined);
+    const settle = this.#refiller.settle(lease);
     this.#pending.add(settle);
     void settle.then((ok) => {
       this.#pending.delete(settle);

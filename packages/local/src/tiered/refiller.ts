@@ -10,6 +10,16 @@ import type { TieredCounters } from './stats.js';
 
 const { smallestCapacity } = internal;
 
+/** Options of `Refiller.settle`. */
+export interface SettleOptions {
+  /** Past an open breaker, with this timeout. */
+  readonly force?: { readonly timeoutMs: number } | undefined;
+  /** Tokens to give back to the key (`reward`). */
+  readonly credit?: number | undefined;
+  /** Tokens to take from the key regardless (`penalty`). */
+  readonly debit?: number | undefined;
+}
+
 /** What a lease asks of the store, beside the reports it owes. */
 type Ask = { take: number } | { want: number; min: number } | undefined;
 
@@ -101,14 +111,16 @@ export class Refiller {
   }
 
   /**
-   * Sends what `lease` owes the store (spends and hand-backs) with nothing asked in return.
-   * `force` goes past an open breaker with its own timeout (`close()` does, so that a brief blip
-   * does not cost every leased token). Resolves whether the store took it.
+   * Sends what `lease` owes the store (spends and hand-backs) with nothing asked in return, and a
+   * `credit` or `debit` (`reward`, `penalty`: after the spends, so that a reward lands in the room
+   * they free). `force` goes past an open breaker with its own timeout (`close()` does, so that a
+   * brief blip does not cost every leased token). Resolves whether the store took it.
    */
-  settle(lease: Lease, force?: { timeoutMs: number }): Promise<boolean> {
+  settle(lease: Lease, options: SettleOptions = {}): Promise<boolean> {
+    const { force, credit, debit } = options;
     const send = () =>
       this.#queue(() => {
-        const op = this.#op(lease, undefined);
+        const op = this.#op(lease, undefined, credit, debit);
         if (op === undefined) return Promise.resolve(true);
         this.#counters.refunds++;
         return this.#store.store.apply(op).then(
@@ -154,10 +166,10 @@ export class Refiller {
   }
 
   /** The op for `lease`: what it owes, and what it asks; `undefined` when there is neither. */
-  #op(lease: Lease, ask: Ask): BucketOp | undefined {
+  #op(lease: Lease, ask: Ask, credit = 0, debit = 0): BucketOp | undefined {
     const reports = takeReports(lease);
-    const debt = lease.debt;
-    if (ask === undefined && reports === undefined && debt === 0) return undefined;
+    const debt = lease.debt + debit;
+    if (ask === undefined && reports === undefined && debt === 0 && credit === 0) return undefined;
     const op: { -readonly [K in keyof BucketOp]: BucketOp[K] } = {
       key: lease.key,
       limits: this.#limits(),
@@ -168,6 +180,7 @@ export class Refiller {
       op.debit = debt;
       lease.debt = 0;
     }
+    if (credit > 0) op.credit = credit;
     if (ask !== undefined) {
       if ('take' in ask) op.take = ask.take;
       else op.reserve = { want: ask.want, min: ask.min, holdMs: this.#config.timing.holdMs };

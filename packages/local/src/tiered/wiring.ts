@@ -88,7 +88,7 @@ export function wireTiered(
     }
     return lease;
   };
-  const keyParts = { store, book, leases, clock, limits: limitsNow, leaseFor };
+  const keyParts = { store, book, leases, clock, refiller, limits: limitsNow, leaseFor };
   const coldStart = config.coldStart === undefined ? undefined : new ColdStart(config.coldStart);
   return {
     limits,
