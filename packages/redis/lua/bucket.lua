@@ -83,6 +83,8 @@ local function load(key)
   if raw then
     local t, ts, rest = match(raw, '^(%S+) (%S+)(.*)$')
     st.t, st.at = tonumber(t), tonumber(ts)
+    -- Not ours: fail the call rather than overwrite what someone else keeps there.
+    if st.t == nil or st.at == nil then error({ err = 'WRONGTYPE ' .. key .. ' holds no tiered-limiter bucket' }) end
     if rest ~= '' then
       local held = st.held
       for id, count in gmatch(rest, '(%d+):(%d+)') do held[#held + 1] = { tonumber(id), tonumber(count) } end
