@@ -65,6 +65,8 @@ export type { ScenarioInstance, ScenarioReport, ScenarioStep } from './scenario.
 export { runScenario } from './scenario.js';
 export type { StoreCall, StoreMode } from './store-doubles.js';
 export { ScriptedStore } from './store-doubles.js';
+export type { CutOutcome } from './store-ops.js';
+export { destroySocket, storeOps, takeWhileCutting } from './store-ops.js';
 export type { TcpProxy } from './tcp-proxy.js';
 export { startTcpProxy } from './tcp-proxy.js';
 export { uniquePrefix } from './unique-prefix.js';

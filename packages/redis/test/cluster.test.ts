@@ -6,8 +6,11 @@ import { defineLimit, type LimitSpec, StoreError } from '@tiered-limiter/core';
 import { bucketKeys, keyTag, RedisStore, recommendedClusterOptions } from '@tiered-limiter/redis';
 import {
   type ClusterNode,
+  destroySocket,
+  storeOps as ops,
   type RedisCluster,
   startCluster,
+  takeWhileCutting,
   uniquePrefix,
   whenReady,
 } from '@tiered-limiter/test-harness';
@@ -41,15 +44,6 @@ async function ownerOf(slot: number): Promise<ClusterNode> {
   const range = ranges.find(([from, to]) => from <= slot && slot <= to)!;
   return cluster.nodes.find((node) => node.id === range[2][2])!;
 }
-
-/** The store's one op, by the names of what it does, for readable tests. */
-const ops = (store: RedisStore) => ({
-  take: (key: string, limits: LimitSpec[], cost: number) => store.apply({ key, limits, take: cost }),
-  peek: (key: string, limits: LimitSpec[]) => store.apply({ key, limits }),
-  credit: (key: string, limits: LimitSpec[], tokens: number) => store.apply({ key, limits, credit: tokens }),
-  reserve: (key: string, limits: LimitSpec[], want: number, min: number) =>
-    store.apply({ key, limits, reserve: { want, min, holdMs: 60_000 } }),
-});
 
 describe('keys', () => {
   it('puts every limit of one user in one slot: the slot of the user’s tag', async () => {
@@ -197,16 +191,7 @@ describe('a node connection that drops with a take in flight', () => {
     await ops(store).peek('k', [slow]); // loads the script on the node's connection
     const owner = await ownerOf(await keySlot(bucketKeys(store.prefix, 'k', [slow])[0]!));
     const node = redis.nodes('master').find((n) => n.options.port === owner.port)!;
-    const pending = ops(store)
-      .take('k', [slow], 1)
-      .then(
-        (reply) => ({ reply, error: undefined }),
-        (error: unknown) => ({ reply: undefined, error }),
-      );
-    // The store sends what a tick gathered at the tick's end: let it go out, then cut.
-    await Promise.resolve();
-    (node as unknown as { stream: { destroy(): void } }).stream.destroy();
-    const outcome = await pending;
+    const outcome = await takeWhileCutting(store, 'k', [slow], () => destroySocket(node));
     await new Promise((resolve) => setTimeout(resolve, 300)); // past any retry ioredis would make
     const taken = 10 - (await ops(store).peek('k', [slow])).remaining;
     redis.disconnect();

@@ -12,11 +12,14 @@ import {
   recommendedRetryStrategy,
 } from '@tiered-limiter/redis';
 import {
+  destroySocket,
   freePort,
+  storeOps as ops,
   type RedisServer,
   sleepAtLeast,
   startRedis,
   stopwatch,
+  takeWhileCutting,
   uniquePrefix,
   whenReady,
 } from '@tiered-limiter/test-harness';
@@ -46,15 +49,6 @@ async function calls(client: Redis, command: string): Promise<number> {
   const match = new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info);
   return match ? Number(match[1]) : 0;
 }
-
-/** The store's one op, by the names of what it does, for readable tests. */
-const ops = (store: RedisStore) => ({
-  take: (key: string, limits: LimitSpec[], cost: number) => store.apply({ key, limits, take: cost }),
-  peek: (key: string, limits: LimitSpec[]) => store.apply({ key, limits }),
-  credit: (key: string, limits: LimitSpec[], tokens: number) => store.apply({ key, limits, credit: tokens }),
-  reserve: (key: string, limits: LimitSpec[], want: number, min: number) =>
-    store.apply({ key, limits, reserve: { want, min, holdMs: 60_000 } }),
-});
 
 describe('construction', () => {
   it('refuses a bad prefix or something that is not an ioredis client, naming the option', () => {
@@ -223,16 +217,7 @@ describe('a connection that drops with a take in flight', () => {
     await whenReady(client);
     const store = new RedisStore({ redis: client, prefix: uniquePrefix('cut') });
     await ops(store).peek('k', [slow]); // loads the script on this connection
-    const pending = ops(store)
-      .take('k', [slow], 1)
-      .then(
-        (reply) => ({ reply, error: undefined }),
-        (error: unknown) => ({ reply: undefined, error }),
-      );
-    // The store sends what a tick gathered at the tick's end: let it go out, then cut.
-    await Promise.resolve();
-    (client as unknown as { stream: { destroy(): void } }).stream.destroy();
-    const outcome = await pending;
+    const outcome = await takeWhileCutting(store, 'k', [slow], () => destroySocket(client));
     await whenReady(client);
     const taken = 10 - (await ops(store).peek('k', [slow])).remaining;
     return { ...outcome, taken };

@@ -257,7 +257,8 @@ const bucketArb = fc
       gens.set(ms(h.in), (gens.get(ms(h.in)) ?? 0) + count);
       room -= count;
     }
-    const tokens = fill < 0 ? capacity * fill : room * fill;
+    // `+ 0` turns a generated −0 into 0: the stored string has no −0 to start from.
+    const tokens = (fill < 0 ? capacity * fill : room * fill) + 0;
     const state: SharedBucketState = {
       tokens,
       updatedAtUs: ms(-age),
