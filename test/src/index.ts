@@ -63,6 +63,7 @@ export type { RedisTargets } from './redis-targets.js';
 export { startRedisTargets } from './redis-targets.js';
 export type { ScenarioInstance, ScenarioReport, ScenarioStep } from './scenario.js';
 export { runScenario } from './scenario.js';
+export { seededRandom } from './seeded-random.js';
 export type { StoreCall, StoreMode } from './store-doubles.js';
 export { ScriptedStore } from './store-doubles.js';
 export type { CutOutcome } from './store-ops.js';

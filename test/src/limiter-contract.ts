@@ -1,4 +1,3 @@
-import type { EventEmitter } from 'node:events';
 import {
   ClosedError,
   CostExceedsCapacityError,

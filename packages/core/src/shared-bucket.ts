@@ -1,4 +1,4 @@
-import { covers, msUntilTokens, wholeTokens } from './bucket.js';
+import { covers, msUntilTokens, TOKEN_EPSILON, wholeTokens } from './bucket.js';
 import type { LimitSpec } from './limit.js';
 import type { BucketOp, BucketReply } from './store.js';
 import { isTighter } from './tightest.js';
@@ -143,7 +143,7 @@ function hold(state: SharedBucketState, releaseUs: number, count: number): void 
 function takeFrom(state: SharedBucketState, count: number): void {
   const left = state.tokens - count;
   // `covers` admitted up to TOKEN_EPSILON short: that sliver is rounding, not debt.
-  state.tokens = left > 0 ? left : 0;
+  state.tokens = left > 0 || left <= -TOKEN_EPSILON ? left : 0;
 }
 
 /**
@@ -177,6 +177,8 @@ export function applyBucketOp(
     if (debit > 0) state.tokens = state.tokens - debit > -capacity ? state.tokens - debit : -capacity;
   }
 
+  // What each limit may lend ahead of its refill (`op.aheadMs`), in tokens.
+  const aheadMs = op.aheadMs ?? 0;
   let granted = 0;
   let generation = 0;
   let need = 1;
@@ -185,7 +187,8 @@ export function applyBucketOp(
     need = op.take;
     decided = true;
     let ok = true;
-    for (let i = 0; i < n; i++) if (!covers(states[i]!.tokens, need)) ok = false;
+    for (let i = 0; i < n; i++)
+      if (!covers(states[i]!.tokens + aheadMs * limits[i]!.refillPerMs, need)) ok = false;
     if (ok) {
       for (let i = 0; i < n; i++) takeFrom(states[i]!, need);
       granted = need;
@@ -196,7 +199,7 @@ export function applyBucketOp(
     decided = true;
     granted = want;
     for (let i = 0; i < n; i++) {
-      const whole = wholeTokens(states[i]!.tokens);
+      const whole = wholeTokens(states[i]!.tokens + aheadMs * limits[i]!.refillPerMs);
       if (whole < granted) granted = whole;
     }
     if (granted < min) granted = 0;
@@ -221,7 +224,7 @@ export function applyBucketOp(
   for (let i = 0; i < n; i++) {
     const state = states[i]!;
     const spec = limits[i]!;
-    const wait = msUntilShared(state, spec, waitFor, nowUs);
+    const wait = msUntilShared(state, spec, waitFor - aheadMs * spec.refillPerMs, nowUs);
     const whole = wholeTokens(state.tokens);
     const full = msUntilShared(state, spec, spec.capacity, nowUs);
     if (i === 0 || isTighter(wait, whole, full, atWait, atRemaining, atFull)) {

@@ -52,6 +52,14 @@ export interface BucketOp {
   readonly take?: number | undefined;
   /** A lease to grant. Not together with `take`. */
   readonly reserve?: ReserveRequest | undefined;
+  /**
+   * Milliseconds of refill the `take` or `reserve` may borrow: it may take up to `rate × aheadMs`
+   * tokens the bucket does not have yet, leaving it that deep in debt. A fleet that syncs every
+   * `T` ms borrows `T`, so that its leases may hold the capacity plus a period of refill; what it
+   * can admit in a window of `W` ms is then `capacity + rate × (W + aheadMs)`. Whole, from 0.
+   * @default 0
+   */
+  readonly aheadMs?: number | undefined;
 }
 
 /** The reply to one `BucketOp`. It speaks of one limit, `limitIndex`, chosen by core's `isTighter`. */

@@ -274,7 +274,10 @@ describe('TieredLimiter acquire, shadow mode and lifecycle', () => {
     const results = await Promise.all(waits);
     expect(order).toEqual([0, 1, 2]);
     expect(results.map((r) => r.reason)).toEqual(['acquired', 'acquired', 'acquired']);
-    expect(results.map((r) => r.waitedMs)).toEqual([0, 100, 200]);
+    // A token every 100 ms, less what a lease may borrow: one sync period (a lone instance's
+    // 20 ms), 0.2 of a token at 10 a second.
+    expect(limiter.stats().syncPeriodMs).toBe(20);
+    expect(results.map((r) => r.waitedMs)).toEqual([0, 80, 180]);
 
     const impatient = await limiter.acquire('k', 1, { maxWaitMs: 10 });
     expect(impatient).toMatchObject({ acquired: false, reason: 'timeout' });

@@ -12,6 +12,7 @@ ARGV[1]      E, the number of entries; then per entry, in this order:
                take                       tokens to take all-or-nothing, or 0
                want, min, holdMs          a lease to reserve (want 0: none); held holdMs ms
                credit, debit              tokens to give back / to take regardless, or 0
+               aheadMs                    ms of refill the take or lease may borrow, or 0
                R                          reports, then R triples: generation, spent, returned
              or, for a heartbeat entry (its one key the fleet's sorted set):
                0, instance, ttlMs         the instance counts as alive for ttlMs
@@ -64,8 +65,9 @@ for e = 1, tonumber(ARGV[1]) do
   local take = tonumber(ARGV[at_arg])
   local want, min, hold_ms = tonumber(ARGV[at_arg + 1]), tonumber(ARGV[at_arg + 2]), tonumber(ARGV[at_arg + 3])
   local credit, debit = tonumber(ARGV[at_arg + 4]), tonumber(ARGV[at_arg + 5])
-  local reports = tonumber(ARGV[at_arg + 6])
-  at_arg = at_arg + 7
+  local ahead_ms = tonumber(ARGV[at_arg + 6])
+  local reports = tonumber(ARGV[at_arg + 7])
+  at_arg = at_arg + 8
   for r = 1, reports do
     local id, spent, returned = tonumber(ARGV[at_arg]), tonumber(ARGV[at_arg + 1]), tonumber(ARGV[at_arg + 2])
     at_arg = at_arg + 3
@@ -96,7 +98,7 @@ for e = 1, tonumber(ARGV[1]) do
     need, decided = take, true
     local ok = true
     for i = 1, n do
-      if not covers(states[i].t, need) then ok = false end
+      if not covers(states[i].t + ahead_ms * states[i].rate, need) then ok = false end
     end
     if ok then
       for i = 1, n do
@@ -108,7 +110,7 @@ for e = 1, tonumber(ARGV[1]) do
   elseif want > 0 then
     need, decided, granted = min, true, want
     for i = 1, n do
-      local w = whole(states[i].t)
+      local w = whole(states[i].t + ahead_ms * states[i].rate)
       if w < granted then granted = w end
     end
     if granted < min then granted = 0 end
@@ -129,7 +131,7 @@ for e = 1, tonumber(ARGV[1]) do
   local at, at_wait, at_rem, at_full = 1, 0, 0, 0
   for i = 1, n do
     local st = states[i]
-    local wait = ms_until(st, st.cap, st.rate, wait_for)
+    local wait = ms_until(st, st.cap, st.rate, wait_for - ahead_ms * st.rate)
     local w = whole(st.t)
     local full = ms_until(st, st.cap, st.rate, st.cap)
     if i == 1 or tighter(wait, w, full, at_wait, at_rem, at_full) then

@@ -181,7 +181,7 @@ end
 
 local function take_from(st, count)
   local left = st.t - count
-  if left > 0 then st.t = left else st.t = 0 end
+  if left > 0 or left <= -EPSILON then st.t = left else st.t = 0 end
 end
 
 -- core's generationFor

@@ -15,7 +15,7 @@ export interface EncodableOp {
 /**
  * The arguments of one `apply.lua` call for `batch`: `numkeys, KEYS…, ARGV…` in the layout the
  * script's header gives (E, then per op: N, capacity/rate pairs, take, want, min, holdMs, credit,
- * debit, R, report triples; or N = 0, instance, ttlMs for a heartbeat).
+ * debit, aheadMs, R, report triples; or N = 0, instance, ttlMs for a heartbeat).
  */
 export function encodeOps(batch: readonly EncodableOp[]): (string | number)[] {
   let numKeys = 0;
@@ -39,6 +39,7 @@ export function encodeOps(batch: readonly EncodableOp[]): (string | number)[] {
       reserve?.holdMs ?? 0,
       op.credit ?? 0,
       op.debit ?? 0,
+      op.aheadMs ?? 0,
     );
     const reports = op.reports ?? [];
     args.push(reports.length);

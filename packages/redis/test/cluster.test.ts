@@ -2,7 +2,7 @@
  * RedisStore on a real three-master Redis Cluster: one slot per user, several limits per call,
  * a slot migrated under a live client, and a hammer across the cluster.
  */
-import { defineLimit, type LimitSpec, StoreError } from '@tiered-limiter/core';
+import { defineLimit, StoreError } from '@tiered-limiter/core';
 import { bucketKeys, keyTag, RedisStore, recommendedClusterOptions } from '@tiered-limiter/redis';
 import {
   type ClusterNode,

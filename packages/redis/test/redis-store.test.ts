@@ -2,7 +2,7 @@
  * RedisStore on a real Redis server: construction, failures, the clock, key expiry, script
  * reloading, what a dropped connection does, and what one key costs in memory.
  */
-import { ConfigError, defineLimit, type LimitSpec, perSecond, StoreError } from '@tiered-limiter/core';
+import { ConfigError, defineLimit, perSecond, StoreError } from '@tiered-limiter/core';
 import {
   bucketKey,
   bucketKeys,

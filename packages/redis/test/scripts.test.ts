@@ -272,6 +272,7 @@ const opArb = fc.record({
   a: fc.integer({ min: 1, max: 1_000_000 }),
   b: fc.integer({ min: 1, max: 1_000_000 }),
   holdMs: fc.integer({ min: 1, max: 5000 }),
+  aheadMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 5000 })),
   credit: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 50 })),
   debit: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 50 })),
   report: fc.option(
@@ -309,6 +310,7 @@ describe('apply.lua equals core’s applyBucketOp', () => {
           ...(report ? { reports: [report] } : {}),
           ...(o.credit > 0 ? { credit: o.credit } : {}),
           ...(o.debit > 0 ? { debit: o.debit } : {}),
+          ...(o.aheadMs > 0 ? { aheadMs: o.aheadMs } : {}),
           ...(o.kind === 'take' ? { take: 1 + (o.a % smallest) } : {}),
           ...(o.kind === 'reserve'
             ? {

@@ -14,8 +14,8 @@ export interface BatchPolicy {
 
 /** What one key's refill needs to know about demand and the global bucket. */
 export interface BatchDemand {
-  /** Tokens spent since the last refill was sent. */
-  readonly used: number;
+  /** Tokens asked for (admitted or denied) since the last refill was sent. */
+  readonly asked: number;
   /** Milliseconds since the last refill was sent. */
   readonly elapsedMs: number;
   /** Tokens that requests waiting right now need: the batch never asks for less. */
@@ -31,7 +31,7 @@ export interface BatchDemand {
  * highest where it matters), and never below what waiting requests need.
  */
 export function batchSize(demand: BatchDemand, policy: BatchPolicy): number {
-  const ratePerMs = demand.used / Math.max(demand.elapsedMs, 1);
+  const ratePerMs = demand.asked / Math.max(demand.elapsedMs, 1);
   let want = Math.ceil(ratePerMs * policy.horizonMs);
   if (want < policy.minBatch) want = policy.minBatch;
   if (want > policy.maxBatch) want = policy.maxBatch;

@@ -2,7 +2,8 @@ import { allowDecision, type Decision, denyDecision } from '@tiered-limiter/core
 import { decisionOf } from '../guard/guarded-store.js';
 import type { ColdStart } from './cold-start.js';
 import type { KeyParts } from './key-admin.js';
-import { spend } from './lease.js';
+import { rememberedDenial, spend } from './lease.js';
+import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 import type { TieredCounters } from './stats.js';
 
@@ -20,17 +21,21 @@ export class ColdPath {
   readonly #refiller: Refiller;
   readonly #counters: TieredCounters;
   readonly #coldStart: ColdStart | undefined;
+  /** The limiter's lease timing, read for what a lease may borrow now (it follows the sync). */
+  readonly #timing: TieredConfig['timing'];
 
   constructor(
     parts: KeyParts,
     refiller: Refiller,
     counters: TieredCounters,
     coldStart: ColdStart | undefined,
+    timing: TieredConfig['timing'],
   ) {
     this.#parts = parts;
     this.#refiller = refiller;
     this.#counters = counters;
     this.#coldStart = coldStart;
+    this.#timing = timing;
   }
 
   /** Takes `cost` tokens for `key` once the hot path has said it cannot. Never rejects. */
@@ -49,9 +54,8 @@ export class ColdPath {
         );
       }
       if (now < lease.deniedUntilMs) {
-        return store.count(
-          denyDecision(lease.deniedUntilMs - now, lease.tokens, lease.resetMs, lease.limit, tier),
-        );
+        lease.asked += cost;
+        return store.count(rememberedDenial(lease, cost, now, this.#timing.aheadMs, tier));
       }
       if (attempt === MAX_ATTEMPTS) {
         // Other waiters keep winning the tokens this request's refills bring: say so, briefly.
@@ -63,7 +67,7 @@ export class ColdPath {
       if (!result.ok) return store.byPolicy(key, cost, result.error);
       if (lease.taken >= cost) {
         lease.taken -= cost;
-        lease.used += cost;
+        lease.asked += cost;
         return store.count(decisionOf(result.value, this.#parts.limits(), 'global'));
       }
       if (result.value.granted === 0)
@@ -83,7 +87,7 @@ export class ColdPath {
     if (!coldStart.claim(key, clock.now())) return undefined;
     const lease = this.#parts.leaseFor(key);
     lease.debt += cost;
-    lease.used += cost;
+    lease.asked += cost;
     void this.#refiller.settle(lease);
     this.#counters.tokensOptimistic += cost;
     const spec = lease.limit;

@@ -102,10 +102,7 @@ export function resolveColdStart(
     }
     spacingFloor = Math.max(spacingFloor, Math.ceil((instances * credit) / spec.refillPerMs));
   }
-  const spacingMs =
-    o.spacingMs === undefined
-      ? spacingFloor
-      : assertInteger('coldStart.spacingMs', o.spacingMs, 1, 86_400_000);
+  const spacingMs = spacing ?? spacingFloor;
   if (spacingMs < spacingFloor) {
     throw new ConfigError(
       'coldStart.spacingMs',

@@ -27,6 +27,8 @@ export class LeaseBook {
   readonly #sharedClock: boolean;
   readonly #syncer: Syncer | undefined;
   readonly #onFleet: (live: number) => void;
+  /** When the timer is due next: with the sync, when every held key next gets its share. */
+  #nextTickAtMs: number;
 
   constructor(
     owner: object,
@@ -46,8 +48,11 @@ export class LeaseBook {
     this.#syncer = syncer;
     this.#onFleet = onFleet;
     refiller.onGrant((lease) => this.#granted(lease));
+    refiller.onDenied((lease) => this.#denied(lease));
     const timer: { handle: NodeJS.Timeout | undefined } = { handle: undefined };
-    LeaseBook.#schedule(new WeakRef(this), timer, syncer?.periodMs ?? config.sweepEveryMs);
+    const firstMs = syncer?.periodMs ?? config.sweepEveryMs;
+    this.#nextTickAtMs = clock.now() + firstMs;
+    LeaseBook.#schedule(new WeakRef(this), timer, firstMs);
     this.#timer = timer;
     dropped.register(owner, { timer, sharedClock }, this);
   }
@@ -67,7 +72,9 @@ export class LeaseBook {
       const self = book.deref();
       if (self === undefined || self.#timer.handle === undefined) return;
       self.#tick();
-      LeaseBook.#schedule(book, timer, self.#syncer?.periodMs ?? self.#config.sweepEveryMs);
+      const nextMs = self.#syncer?.periodMs ?? self.#config.sweepEveryMs;
+      self.#nextTickAtMs = self.#clock.now() + nextMs;
+      LeaseBook.#schedule(book, timer, nextMs);
     }, ms);
     // A limiter's timers never keep a process alive.
     timer.handle.unref();
@@ -161,6 +168,22 @@ export class LeaseBook {
     } else {
       this.#holding.add(lease);
     }
+  }
+
+  /**
+   * With the sync, a key at its limit that the store turned away, or granted tokens that left
+   * the bucket with none, spends what it holds, then waits for its
+   * share at the next sync instead of asking again: the refill until then is the rest of the
+   * fleet's share, which their syncs will take. "At its limit" is this instance's demand times
+   * the fleet at or above the refill rate; below it, a dry moment is only a burst, and the key
+   * asks again when the store's wait is over.
+   */
+  #denied(lease: Lease): void {
+    const syncer = this.#syncer;
+    if (syncer === undefined || lease.detached) return;
+    if (!syncer.atLimit(lease, this.#clock.now())) return;
+    this.#holding.add(lease);
+    if (lease.deniedUntilMs < this.#nextTickAtMs) lease.deniedUntilMs = this.#nextTickAtMs;
   }
 
   #settle(lease: Lease): void {

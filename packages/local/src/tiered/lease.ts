@@ -1,5 +1,15 @@
-import type { BucketReply, LeaseReport, LimitSpec } from '@tiered-limiter/core';
+import {
+  type BucketReply,
+  type Decision,
+  type DecisionTier,
+  denyDecision,
+  internal,
+  type LeaseReport,
+  type LimitSpec,
+} from '@tiered-limiter/core';
 import type { GuardResult } from '../guard/store-guard.js';
+
+const { msUntilTokens } = internal;
 
 /**
  * Tokens of one grant: one store generation, one expiry at this holder. The store holds the
@@ -53,12 +63,16 @@ export class Lease {
   pendingCost = 0;
   /** Tokens a take just took for the request waiting on it (a sparse key keeps no lease). */
   taken = 0;
-  /** Tokens this instance admitted for the key, ever: the demand estimates read differences. */
-  used = 0;
-  /** `used` when the last refill was sent. */
-  usedAtRefill = 0;
-  /** `used` at the last periodic sync. */
-  usedAtSync = 0;
+  /**
+   * Tokens asked for the key here, ever, admitted or turned away by a remembered denial: the
+   * demand estimates read differences. Denials count, or a key held at its limit would look idle
+   * and stop asking for its share.
+   */
+  asked = 0;
+  /** `asked` when the last refill was sent. */
+  askedAtRefill = 0;
+  /** `asked` at the last periodic sync. */
+  askedAtSync = 0;
   /** When the last periodic sync was sent. */
   syncedAtMs: number;
   /** Tokens per ms this instance admits for the key: an average over sync periods (EWMA). */
@@ -126,6 +140,32 @@ export function expireGrants(lease: Lease, nowMs: number): number {
 }
 
 /**
+ * Hands back (in the next report) the tokens of grants that expire before `beforeMs`, all but
+ * `keep` of them: a sync does this so that the grant it replaces stops taking room in the global
+ * bucket a period early, keeping only what bridges the wait for the new grant. Returns how many.
+ */
+export function handBackExpiring(lease: Lease, beforeMs: number, keep: number): number {
+  let kept = 0;
+  let back = 0;
+  for (const grant of lease.grants) {
+    if (grant.left === 0 || grant.expiresAtMs >= beforeMs) continue;
+    const stay = grant.left < keep - kept ? grant.left : keep - kept;
+    kept += stay;
+    const leaving = grant.left - stay;
+    if (leaving > 0) {
+      grant.returning += leaving;
+      grant.left = stay;
+      back += leaving;
+    }
+  }
+  if (back > 0) {
+    lease.tokens -= back;
+    nextHead(lease);
+  }
+  return back;
+}
+
+/**
  * Spends `cost` tokens from live grants, oldest first, if they hold that many: the general case
  * of the hot path's one-grant step (a cost spanning grants, an expired head). Expire first.
  */
@@ -140,7 +180,7 @@ export function spend(lease: Lease, cost: number): boolean {
     owed -= take;
   }
   lease.tokens -= cost;
-  lease.used += cost;
+  lease.asked += cost;
   nextHead(lease);
   return true;
 }
@@ -198,4 +238,27 @@ export function forgetReleased(lease: Lease, expiredBeforeMs: number): void {
     grants[kept++] = grant;
   }
   grants.length = kept;
+}
+
+/**
+ * The decision a key's remembered denial gives a request of `cost` at `nowMs`: wait until the
+ * denial ends, or, if later, until the bucket as last heard of (refilling since, plus what a lease
+ * may borrow, `aheadMs`) could hold the tokens the lease lacks. A denial kept until the next sync
+ * knows only the sync's time; this keeps its wait honest for a cost the bucket needs longer for.
+ * A blocked key waits for the block's end alone.
+ */
+export function rememberedDenial(
+  lease: Lease,
+  cost: number,
+  nowMs: number,
+  aheadMs: number,
+  tier: DecisionTier,
+): Decision {
+  const spec = lease.limit;
+  const until = lease.deniedUntilMs - nowMs;
+  // A block's end is the whole answer: the bucket has nothing to do with it.
+  if (lease.blockedUntilMs > nowMs) return denyDecision(until, lease.tokens, lease.resetMs, spec, tier);
+  const known = lease.globalRemaining + (nowMs - lease.replyAtMs + aheadMs) * spec.refillPerMs;
+  const refill = msUntilTokens(known, cost - lease.tokens, spec);
+  return denyDecision(until > refill ? until : refill, lease.tokens, lease.resetMs, spec, tier);
 }

@@ -91,10 +91,11 @@ export interface TieredLimiterOptions extends StoreLimiterOptions {
 /** `TieredLimiterOptions`, checked, with every default filled in. */
 export interface TieredConfig {
   /**
-   * How long a grant lives here (`ttlMs`) and how long the store holds it (`holdMs`: `ttlMs` plus
-   * the grace). Mutable: with the periodic sync, both follow the sync period.
+   * How long a grant lives here (`ttlMs`), how long the store holds it (`holdMs`: `ttlMs` plus
+   * the grace), and how much refill a lease may borrow (`aheadMs`: the sync period, else 0).
+   * Mutable: with the periodic sync, all three follow the sync period.
    */
-  readonly timing: { ttlMs: number; holdMs: number };
+  readonly timing: { ttlMs: number; holdMs: number; aheadMs: number };
   readonly lowWater: number;
   readonly batch: BatchPolicy;
   readonly maxKeys: number;
@@ -158,7 +159,7 @@ export function resolveTieredOptions(
     );
   }
   return {
-    timing: { ttlMs, holdMs: ttlMs + graceMs },
+    timing: { ttlMs, holdMs: ttlMs + graceMs, aheadMs: 0 },
     instances,
     graceMs,
     sync,

@@ -1,4 +1,4 @@
-import { type BucketOp, type BucketReply, type Clock, internal, type LimitSpec } from '@tiered-limiter/core';
+import type { BucketOp, BucketReply, Clock, LimitSpec } from '@tiered-limiter/core';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { GuardedStore } from '../guard/guarded-store.js';
 import type { GuardResult } from '../guard/store-guard.js';
@@ -7,8 +7,6 @@ import { addGrant, type Lease, takeReports } from './lease.js';
 import type { TieredConfig } from './options.js';
 import { touchSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
-
-const { smallestCapacity } = internal;
 
 /** Options of `Refiller.settle`. */
 export interface SettleOptions {
@@ -40,6 +38,7 @@ export class Refiller {
   readonly #queue: LimitFunction;
   #batch: BatchPolicy;
   #onGrant: (lease: Lease) => void = () => {};
+  #onDenied: (lease: Lease) => void = () => {};
 
   constructor(
     store: GuardedStore,
@@ -62,10 +61,15 @@ export class Refiller {
     this.#onGrant = hook;
   }
 
-  /** Sizes batches for new limits: the fair share follows the smallest capacity. */
+  /** Called with a lease the store just turned away, or granted tokens that left it nothing. */
+  onDenied(hook: (lease: Lease) => void): void {
+    this.#onDenied = hook;
+  }
+
+  /** Sizes batches for new limits: the fair share follows the smallest room. */
   resize(limits: readonly LimitSpec[]): void {
-    const capacity = smallestCapacity(limits);
-    this.#batch = { ...this.#batch, fairShare: Math.max(1, Math.floor(capacity / this.#batch.competitors)) };
+    const { competitors } = this.#batch;
+    this.#batch = { ...this.#batch, fairShare: fairShare(limits, competitors, this.#config.timing.aheadMs) };
   }
 
   /** The batch sizing in force. */
@@ -75,12 +79,11 @@ export class Refiller {
 
   /** Sizes batches for a fleet of `instances` over a horizon of `horizonMs` (the sync's lease life). */
   competitors(instances: number, horizonMs: number): void {
-    const capacity = smallestCapacity(this.#limits());
     this.#batch = {
       ...this.#batch,
       competitors: instances,
       horizonMs,
-      fairShare: Math.max(1, Math.floor(capacity / instances)),
+      fairShare: fairShare(this.#limits(), instances, this.#config.timing.aheadMs),
     };
   }
 
@@ -184,6 +187,8 @@ export class Refiller {
     if (ask !== undefined) {
       if ('take' in ask) op.take = ask.take;
       else op.reserve = { want: ask.want, min: ask.min, holdMs: this.#config.timing.holdMs };
+      const aheadMs = this.#config.timing.aheadMs;
+      if (aheadMs > 0) op.aheadMs = aheadMs;
     }
     return op;
   }
@@ -191,7 +196,7 @@ export class Refiller {
   #want(lease: Lease, min: number, sentAt: number): number {
     const want = batchSize(
       {
-        used: lease.used - lease.usedAtRefill,
+        asked: lease.asked - lease.askedAtRefill,
         elapsedMs: sentAt - lease.lastRefillAtMs,
         pending: Math.max(lease.pendingCost - lease.tokens, min),
         globalRemaining: Math.min(
@@ -201,7 +206,7 @@ export class Refiller {
       },
       this.#batch,
     );
-    lease.usedAtRefill = lease.used;
+    lease.askedAtRefill = lease.asked;
     lease.lastRefillAtMs = sentAt;
     return want;
   }
@@ -235,6 +240,9 @@ export class Refiller {
     const deniedUntil = !asked || reply.ok || reply.remaining > 0 ? 0 : now + Math.max(1, reply.retryAfterMs);
     lease.deniedUntilMs = deniedUntil > lease.blockedUntilMs ? deniedUntil : lease.blockedUntilMs;
     if (leased > 0) this.#onGrant(lease);
+    // A grant that left the bucket with nothing: at the key's limit, once it is spent the key is
+    // as good as turned away (the lease book judges whether the key is at its limit).
+    if (deniedUntil > 0 || (leased > 0 && reply.remaining === 0)) this.#onDenied(lease);
   }
 
   #lost(op: BucketOp): void {
@@ -248,4 +256,17 @@ function returned(op: BucketOp): number {
   let tokens = 0;
   if (op.reports !== undefined) for (const r of op.reports) tokens += r.returned;
   return tokens;
+}
+
+/**
+ * A fleet member's share of what the tightest limit can have on lease at once: its capacity plus
+ * the refill leases may borrow ahead (`aheadMs`), divided among `competitors`; at least 1.
+ */
+export function fairShare(limits: readonly LimitSpec[], competitors: number, aheadMs: number): number {
+  let room = Number.POSITIVE_INFINITY;
+  for (const limit of limits) {
+    const own = limit.capacity + Math.floor(limit.refillPerMs * aheadMs);
+    if (own < room) room = own;
+  }
+  return Math.max(1, Math.floor(room / competitors));
 }

@@ -1,5 +1,5 @@
 import type { GlobalStore } from '@tiered-limiter/core';
-import { type Lease, owes } from './lease.js';
+import { handBackExpiring, type Lease, owes } from './lease.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 
@@ -29,6 +29,8 @@ export class Syncer {
   readonly #instanceId: string;
   #live: number | undefined;
   #periodMs: number;
+  /** How much longer than a period a grant lives: its overlap with the next one. */
+  #slackMs = 0;
 
   constructor(
     config: TieredConfig,
@@ -85,13 +87,33 @@ export class Syncer {
   sync(lease: Lease, nowMs: number): void {
     const elapsed = nowMs - lease.syncedAtMs;
     if (elapsed > 0) {
-      const sample = (lease.used - lease.usedAtSync) / elapsed;
+      const sample = (lease.asked - lease.askedAtSync) / elapsed;
       lease.rate = lease.rate === 0 ? sample : RATE_WEIGHT * sample + (1 - RATE_WEIGHT) * lease.rate;
     }
-    lease.usedAtSync = lease.used;
+    lease.askedAtSync = lease.asked;
     lease.syncedAtMs = nowMs;
+    // What the grant this sync replaces still holds goes back with it, but for what the key may
+    // spend before the new grant lands (the grant's last `slack` ms): held tokens take the
+    // bucket's room, and a fleet holding last period's leftovers too outgrows the capacity.
+    const bridging = lease.rate * this.#slackMs;
+    handBackExpiring(lease, nowMs + this.#periodMs, Math.ceil(bridging + 3 * Math.sqrt(bridging)) || 1);
     const want = this.#want(lease, nowMs);
     if (want > 0 || owes(lease)) void this.#refiller.sync(lease, want);
+  }
+
+  /**
+   * Whether the fleet's demand for `lease`'s key reaches its refill rate, judged by this
+   * instance's demand times the fleet: the rate over the last syncs, or for a key not synced yet,
+   * since it was first seen (over a quarter period at least, so that a key's first few requests
+   * do not pass for a flood).
+   */
+  atLimit(lease: Lease, nowMs: number): boolean {
+    let rate = lease.rate;
+    if (rate === 0) {
+      const elapsed = Math.max(nowMs - lease.syncedAtMs, this.#periodMs / 4);
+      rate = (lease.asked - lease.askedAtSync) / elapsed;
+    }
+    return rate * this.instances >= lease.limit.refillPerMs;
   }
 
   /** Whether `lease` is worth syncing on: it holds tokens, owes reports, or has demand. */
@@ -120,12 +142,15 @@ export class Syncer {
   #retime(): void {
     const period = (this.instances / this.#budget) * 1000;
     this.#periodMs = Math.min(MAX_SYNC_PERIOD_MS, Math.max(MIN_SYNC_PERIOD_MS, Math.round(period)));
-    const slack = Math.max(50, Math.ceil(this.#periodMs / 10));
-    const ttlMs = this.#periodMs + slack;
+    this.#slackMs = Math.max(50, Math.ceil(this.#periodMs / 10));
+    const ttlMs = this.#periodMs + this.#slackMs;
     // An expired token is handed back with the next sync, up to a period after it expired: the
     // store holds it a period longer than it lives here, plus the grace for a stale clock.
     this.#config.timing.ttlMs = ttlMs;
     this.#config.timing.holdMs = ttlMs + this.#periodMs + this.#config.graceMs;
+    // Leases may borrow one period of refill: the fleet's leases then fit a period's demand and
+    // its spread beside the capacity, at `rate × T` on the bound (docs/ACCURACY.md).
+    this.#config.timing.aheadMs = process.env.NOAHEAD ? 0 : this.#periodMs;
     this.#refiller.competitors(this.instances, ttlMs);
   }
 }

@@ -3,7 +3,6 @@ import {
   allowDecision,
   ClosedError,
   type Decision,
-  denyDecision,
   internal,
   type LimitSpec,
   type SyncLimiter,
@@ -15,7 +14,7 @@ import {
   assertAcquireOptions,
   KeyedQueue,
 } from '../acquire.js';
-import { type Lease, nextHead } from './lease.js';
+import { type Lease, nextHead, rememberedDenial, spend } from './lease.js';
 import type { TieredLimiterOptions } from './options.js';
 import { touchSharedClock } from './shared-clock.js';
 import { type TieredLimiterEvents, type TieredLimiterStats, tieredStats } from './stats.js';
@@ -110,33 +109,45 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       grant.left -= cost;
       grant.spent += cost;
       lease.tokens -= cost;
-      lease.used += cost;
+      lease.asked += cost;
       if (grant.left === 0) nextHead(lease);
-      if (lease.tokens <= lease.lowWater && lease.refill === undefined && now >= lease.deniedUntilMs) {
-        void this.#parts.refiller.refill(lease, 1, false);
-      }
-      const counts = this.#counts;
-      counts.lease++;
-      counts.allowed++;
-      return allowDecision(lease.tokens + lease.globalRemaining, lease.resetMs, lease.limit, 'lease');
+      return this.#admitted(lease, now);
+    }
+    // The head expired (a sync's new grant sits behind it) or the cost spans grants: still the
+    // lease's to answer, without the promise the cold path would cost.
+    if (lease.tokens > 0) {
+      this.#parts.book.expire(lease, now);
+      if (spend(lease, cost)) return this.#admitted(lease, now);
     }
     if (now < lease.deniedUntilMs) {
       // A clock thread starved of CPU reads early, which only keeps a denial a little past its
       // end; every 256th remembered denial checks the real clock so that it cannot keep it long.
-      if (view !== undefined && (++this.#denials & 255) === 0) return this.#denyOnRealClock(lease);
+      if (view !== undefined && (++this.#denials & 255) === 0) return this.#denyOnRealClock(lease, cost);
+      lease.asked += cost;
       return this.#parts.store.count(
-        denyDecision(lease.deniedUntilMs - now, lease.tokens, lease.resetMs, lease.limit, 'lease'),
+        rememberedDenial(lease, cost, now, this.#parts.config.timing.aheadMs, 'lease'),
       );
     }
     return undefined;
   }
 
-  #denyOnRealClock(lease: Lease): Decision | undefined {
+  #admitted(lease: Lease, now: number): Decision {
+    if (lease.tokens <= lease.lowWater && lease.refill === undefined && now >= lease.deniedUntilMs) {
+      void this.#parts.refiller.refill(lease, 1, false);
+    }
+    const counts = this.#counts;
+    counts.lease++;
+    counts.allowed++;
+    return allowDecision(lease.tokens + lease.globalRemaining, lease.resetMs, lease.limit, 'lease');
+  }
+
+  #denyOnRealClock(lease: Lease, cost: number): Decision | undefined {
     touchSharedClock();
     const now = this.#parts.clock.now();
     if (now >= lease.deniedUntilMs) return undefined;
+    lease.asked += cost;
     return this.#parts.store.count(
-      denyDecision(lease.deniedUntilMs - now, lease.tokens, lease.resetMs, lease.limit, 'lease'),
+      rememberedDenial(lease, cost, now, this.#parts.config.timing.aheadMs, 'lease'),
     );
   }
 

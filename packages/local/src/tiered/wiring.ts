@@ -103,7 +103,7 @@ export function wireTiered(
       book,
       syncer,
       admin: new KeyAdmin(keyParts),
-      cold: new ColdPath(keyParts, refiller, counters, coldStart),
+      cold: new ColdPath(keyParts, refiller, counters, coldStart, config.timing),
       leaseFor,
     },
   };

@@ -1,0 +1,66 @@
+// The periodic sync's test kit: a store that counts what it is sent, fake time for the limiters,
+// the store and the sync timer alike, and limiters closed after each test.
+import type { BucketOp, BucketReply, GlobalStore, LimitSpec } from '@tiered-limiter/core';
+import { defineLimit } from '@tiered-limiter/core';
+import { type MemoryStore, TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
+import { FakeClock } from '@tiered-limiter/test-harness';
+import { afterEach, vi } from 'vitest';
+import { settle } from './lease-properties.js';
+
+/** Counts the ops a store receives, and the heartbeats. */
+export class CountingStore implements GlobalStore {
+  readonly ops: BucketOp[] = [];
+  heartbeats = 0;
+  readonly #inner: MemoryStore;
+
+  constructor(inner: MemoryStore) {
+    this.#inner = inner;
+  }
+
+  apply(op: BucketOp): Promise<BucketReply> {
+    this.ops.push(op);
+    return this.#inner.apply(op);
+  }
+
+  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
+    return this.#inner.reset(key, limits);
+  }
+
+  heartbeat(instance: string, ttlMs: number): Promise<number> {
+    this.heartbeats++;
+    return this.#inner.heartbeat(instance, ttlMs);
+  }
+}
+
+/** Every limiter `limiter` made, closed after each test. */
+const open: TieredLimiter[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((l) => l.close()));
+  vi.useRealTimers();
+});
+
+/** Fake time for the limiters, the store and the sync timer alike. */
+export function fakeTime() {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+  const clock = new FakeClock(0);
+  return {
+    clock,
+    async advance(ms: number) {
+      clock.advance(ms);
+      await vi.advanceTimersByTimeAsync(ms);
+      await settle();
+    },
+  };
+}
+
+export function limiter(store: GlobalStore, clock: FakeClock, options: Partial<TieredLimiterOptions> = {}) {
+  const l = new TieredLimiter({
+    store,
+    limits: defineLimit({ capacity: 100, refillPerSecond: 100 }),
+    failurePolicy: 'open',
+    clock,
+    ...options,
+  });
+  open.push(l);
+  return l;
+}

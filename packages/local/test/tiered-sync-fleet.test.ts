@@ -1,0 +1,131 @@
+import { type Decision, defineLimit } from '@tiered-limiter/core';
+import { MemoryStore, type TieredLimiter } from '@tiered-limiter/local';
+import { seededRandom } from '@tiered-limiter/test-harness';
+import { describe, expect, it } from 'vitest';
+import { expectBound, settle } from './lease-properties.js';
+import { CountingStore, fakeTime, limiter } from './sync-kit.js';
+
+// The periodic sync at fleet scale (issue 11), on fake time: what the hot path answers alone,
+// what a lease borrows, a key held at its limit, and 200 instances sharing 10 keys.
+
+describe('TieredLimiter periodic sync at fleet scale', () => {
+  it('answers from a newer grant when the head grant has expired, with no promise', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new CountingStore(new MemoryStore({ clock }));
+    const l = limiter(store, clock, {
+      limits: defineLimit({ capacity: 1000, refillPerSecond: 1000 }),
+      sync: { fleetCallsPerSecond: 20 },
+      instances: 1,
+    });
+    const promised: number[] = [];
+    for (let ms = 0; ms < 2000; ms += 5) {
+      // 200 a second under a limit of 1,000: each sync's grant overlaps the one before it, which
+      // expires 50 ms into the new one's life.
+      let d = l.tryConsume('k');
+      if (d === undefined) {
+        promised.push(ms);
+        d = await l.consume('k');
+      }
+      expect(d.allowed).toBe(true);
+      await advance(5);
+    }
+    expect(l.stats().syncPeriodMs).toBe(50);
+    // The key's first request (a take: a key seen once keeps no lease) and its second (its first
+    // lease); after that, the lease answers every one.
+    expect(promised).toEqual([0, 5]);
+  });
+
+  it('borrows one sync period of refill in every take and lease; without the sync, none', async () => {
+    const { clock, advance } = fakeTime();
+    const synced = new CountingStore(new MemoryStore({ clock }));
+    const unsynced = new CountingStore(new MemoryStore({ clock }));
+    const a = limiter(synced, clock, { sync: { fleetCallsPerSecond: 20 }, instances: 2 });
+    const b = limiter(unsynced, clock, { sync: false, instances: 2 });
+    for (let ms = 0; ms < 500; ms += 5) {
+      for (const l of [a, b]) l.tryConsume('k') ?? (await l.consume('k'));
+      await advance(5);
+    }
+    const asking = (store: CountingStore) =>
+      store.ops.filter((op) => op.take !== undefined || op.reserve !== undefined);
+    expect(asking(synced).length).toBeGreaterThan(5);
+    expect(asking(unsynced).length).toBeGreaterThan(5);
+    expect(new Set(asking(synced).map((op) => op.aheadMs))).toEqual(new Set([a.stats().syncPeriodMs]));
+    expect(asking(unsynced).every((op) => op.aheadMs === undefined)).toBe(true);
+  });
+
+  it('holds a key at its limit to its share until the next sync: an op a period, near the ideal, within the bound', async () => {
+    const { clock, advance } = fakeTime();
+    const memory = new MemoryStore({ clock });
+    const stores = [0, 1].map(() => new CountingStore(memory));
+    const capacity = 20;
+    const rate = 200;
+    const fleet = stores.map((store) =>
+      limiter(store, clock, {
+        limits: defineLimit({ capacity, refillPerSecond: rate }),
+        sync: { fleetCallsPerSecond: 40 },
+      }),
+    );
+    const admitted: { atMs: number; cost: number }[] = [];
+    const durationMs = 2000;
+    for (let ms = 0; ms < durationMs; ms++) {
+      // Each instance asks 1,000 a second: ten times the limit between them.
+      for (const l of fleet) {
+        const d = l.tryConsume('hot') ?? (await l.consume('hot'));
+        if (d.allowed) admitted.push({ atMs: clock.now(), cost: 1 });
+      }
+      await advance(1);
+    }
+    const periodMs = fleet[0]!.stats().syncPeriodMs!;
+    expect(periodMs).toBe(50);
+    for (const store of stores) {
+      // About one op a period (40 in 2 s), and a few while the demand estimate forms.
+      expect(store.ops.filter((op) => op.key === 'hot').length).toBeLessThanOrEqual(
+        durationMs / periodMs + 8,
+      );
+    }
+    expectBound(admitted, capacity, rate, periodMs);
+    const ideal = capacity + (rate * durationMs) / 1000;
+    expect(admitted.length).toBeGreaterThanOrEqual(0.95 * ideal);
+  });
+
+  it('200 instances at half the limit of 10 keys: ≤ 1 % of decisions wait, none denied, an op per instance and key per period', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new CountingStore(new MemoryStore({ clock }));
+    const limit = defineLimit({ capacity: 2000, refillPerSecond: 2000 });
+    const fleet: TieredLimiter[] = [];
+    for (let i = 0; i < 200; i++) fleet.push(limiter(store, clock, { limits: limit }));
+    const random = seededRandom(11);
+    const counts = { decisions: 0, waited: 0, denied: 0 };
+    const pending: Promise<Decision>[] = [];
+    const run = async (ms: number, count: boolean) => {
+      for (let end = clock.now() + ms; clock.now() < end; ) {
+        // 10,000 a second across the fleet: 20 requests every 2 ms, at random instances and keys.
+        for (let i = 0; i < 20; i++) {
+          const l = fleet[Math.floor(random() * fleet.length)]!;
+          const key = `k${Math.floor(random() * 10)}`;
+          const d = l.tryConsume(key);
+          if (count) counts.decisions++;
+          if (!count) {
+            if (d === undefined) void l.consume(key);
+          } else if (d === undefined) {
+            counts.waited++;
+            pending.push(l.consume(key));
+          } else if (!d.allowed) counts.denied++;
+        }
+        await advance(2);
+      }
+    };
+    await run(3000, false);
+    const opsBefore = store.ops.length;
+    await run(3000, true);
+    const decided = await Promise.all(pending.splice(0));
+    await settle();
+    // 200 live instances at 200 calls a second: a 1 s period.
+    expect(fleet[0]!.stats().syncPeriodMs).toBe(1000);
+    expect(counts.waited).toBeLessThanOrEqual(0.01 * counts.decisions);
+    expect(counts.denied + decided.filter((d) => !d.allowed).length).toBe(0);
+    // 200 instances × 10 keys, an op each per period: 2,000 a second (a call per instance with
+    // RedisStore, which carries a sync's 10 ops in one), and a fifth more at the most.
+    expect((store.ops.length - opsBefore) / 3).toBeLessThanOrEqual(2000 * 1.2);
+  }, 60_000);
+});

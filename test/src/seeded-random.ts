@@ -1,0 +1,14 @@
+/**
+ * Uniform numbers in [0, 1) from a 32-bit seed (mulberry32): the same sequence on every run, so a
+ * simulated load is the same load each time a test or a bench row runs it.
+ */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
