@@ -13,5 +13,17 @@ export { startRedis } from './redis-server.js';
 export type { ScenarioInstance, ScenarioReport, ScenarioStep } from './scenario.js';
 export { runScenario } from './scenario.js';
 export { uniquePrefix } from './unique-prefix.js';
-export type { Admission, WindowBound, WindowCheckOptions, WorstWindow } from './window-bound.js';
-export { mostInWindow, tokenBucketBound, WINDOW_EPSILON, worstWindow } from './window-bound.js';
+export type {
+  Admission,
+  OptimisticTerms,
+  WindowBound,
+  WindowCheckOptions,
+  WorstWindow,
+} from './window-bound.js';
+export {
+  mostInWindow,
+  optimisticBound,
+  tokenBucketBound,
+  WINDOW_EPSILON,
+  worstWindow,
+} from './window-bound.js';
