@@ -194,25 +194,27 @@ export async function measureFleet(task: FleetTask, context: RunContext): Promis
     let storeWaits = 0;
     let promised = 0;
     let measuring = false;
-    const record = (startedAt: number, decision: Decision) => {
+    /** Counts a decision made in the counted time; `viaPromise`: `tryConsume` could not make it. */
+    const record = (startedAt: number, decision: Decision, viaPromise: boolean) => {
       if (!measuring) return;
       decisions++;
       tally[outcomeOf(decision)]!++;
       latency.recordValue(Math.max(1, Math.round((performance.now() - startedAt) * 1e6)));
+      if (!viaPromise) return;
+      promised++;
+      // A decision made after a store call, or by the policy, waited for the store.
+      if (decision.tier === 'global' || decision.tier === 'fallback') storeWaits++;
     };
     const issue = () => {
       const instance = fleet[(Math.random() * instances) | 0]!;
       const key = keys[(Math.random() * FLEET_KEYS) | 0]!;
       const startedAt = performance.now();
       const fast = instance.tryConsume(key);
-      if (fast !== undefined) return record(startedAt, fast);
+      if (fast !== undefined) return record(startedAt, fast, false);
       pending++;
-      if (measuring) promised++;
       void instance.consume(key).then((d) => {
         pending--;
-        // A decision made after a store call, or by the policy, waited for the store.
-        if (measuring && (d.tier === 'global' || d.tier === 'fallback')) storeWaits++;
-        record(startedAt, d);
+        record(startedAt, d, true);
       });
     };
 
