@@ -229,7 +229,9 @@ describe('fleet worker (runFleet)', () => {
     expect(perKey[0]).toBe(100);
     expect(perKey.slice(1)).toEqual([25, 25, 25, 25]);
     expect(report!.limiterStats).toHaveLength(3);
-    const requests = report!.limiterStats.map((s) => (s as { decisions: { global: number } }).decisions.global);
+    const requests = report!.limiterStats.map(
+      (s) => (s as { decisions: { global: number } }).decisions.global,
+    );
     expect(requests.reduce((a, b) => a + b, 0)).toBe(200);
     expect(report!.storeStats!.calls).toBeGreaterThan(0);
     expect(report!.storeStats!.ops).toBeGreaterThanOrEqual(report!.storeStats!.calls);
