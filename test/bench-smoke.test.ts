@@ -38,12 +38,29 @@ const ON_REDIS = [
   ...SCENARIOS.flatMap((s) => LIMITERS.map((l) => `${l} · ${s}`)),
   'baseline · no limiter · 1 hot key · ceiling',
 ];
-const ACCURACY = ['RequestLimiter', 'TieredLimiter', 'RateLimiterRedis'].map(
-  (l) => `${l} · accuracy, 4 processes`,
-);
+const ACCURACY = [
+  'RequestLimiter · 1 hot key',
+  'TieredLimiter · 1 hot key',
+  'TieredLimiter (optimistic) · 1 hot key',
+  'TieredLimiter (sync: false) · 1 hot key',
+  'TieredLimiter · hot key + 50 keys',
+  'TieredLimiter (optimistic) · hot key + 50 keys',
+  'RateLimiterRedis · 1 hot key',
+].map((l) => `${l}, 4 processes`);
 const FLEET = [10, 50, 200].flatMap((n) =>
   ['RequestLimiter', 'TieredLimiter'].map((l) => `${l} · fleet of ${n} instances`),
 );
+const MANY = ['TieredLimiter', 'TieredLimiter (optimistic)', 'RequestLimiter', 'RateLimiterRedis'];
+const KEYS = ['100k keys Zipf', '100k keys'].flatMap((k) =>
+  [64, 256].flatMap((n) => MANY.map((l) => `${l} · ${k} · 100 at 10/s · ${n} in flight`)),
+);
+const COLD = MANY.map((l) => `${l} · cold key`);
+const CLUSTER = ['1 master', '3-master Cluster'].flatMap((t) =>
+  ['TieredLimiter', 'RequestLimiter', 'RateLimiterRedis'].map(
+    (l) => `${l} · 100k keys · 100 at 10/s · 256 in flight · ${t}`,
+  ),
+);
+const IDLE = 'other client · idle (nothing of the bench running)';
 
 type Row = Record<string, unknown> & { name: string };
 interface Policy {
@@ -56,7 +73,16 @@ interface Results {
   redis: { version: string };
   versions: Record<string, string>;
   headline: string[];
-  rows: { micro: Row[]; throughput: Row[]; accuracy: Row[]; fleet: Row[] };
+  rows: {
+    micro: Row[];
+    neighbours: Row[];
+    throughput: Row[];
+    keys: Row[];
+    cold: Row[];
+    cluster: Row[];
+    accuracy: Row[];
+    fleet: Row[];
+  };
 }
 
 const finite = (value: unknown) => typeof value === 'number' && Number.isFinite(value);
@@ -79,11 +105,12 @@ beforeAll(async () => {
   out = mkdtempSync(join(tmpdir(), 'tl-bench-smoke-'));
   const { stdout } = await run(
     process.execPath,
-    ['--import', 'tsx', 'src/main.ts', '--quick', '--json', '--out', out],
-    { cwd: BENCH, timeout: 230_000, maxBuffer: 64 * 1024 * 1024 },
+    // 4 processes in the accuracy rows, not 8: this checks the rows, on a CI machine shared with the suite.
+    ['--import', 'tsx', 'src/main.ts', '--quick', '--json', '--out', out, '--processes', '4'],
+    { cwd: BENCH, timeout: 290_000, maxBuffer: 64 * 1024 * 1024 },
   );
   results = JSON.parse(stdout) as Results;
-}, 240_000);
+}, 300_000);
 
 afterAll(() => {
   if (out) rmSync(out, { recursive: true, force: true });
@@ -95,13 +122,20 @@ function expectFinite(name: string, object: Record<string, unknown>, fields: rea
     expect(finite(object[field]), `${name}: ${part}${field} = ${object[field]}`).toBe(true);
 }
 
-/** Every decision of a row is admitted, denied, or the failure policy's, and health was measured. */
-function expectAccounted(row: Row) {
+/**
+ * Every decision of a row is admitted, denied, or the failure policy's, and health was measured
+ * (by the probe, unless `probed` is false: a Cluster row has no probe).
+ */
+function expectAccounted(row: Row, probed = true) {
   const sum = (row.allowed as number) + (row.denied as number) + policyTotal(row);
   expect(sum, `${row.name}: allowed + denied + policy`).toBe(row.decisions);
   expect(row.decisions as number, row.name).toBeGreaterThan(0);
   const health = row.health as Record<string, unknown>;
   expectFinite(row.name, health, ['loopDelayP99Ms', 'loopDelayMaxMs'], 'health.');
+  if (!probed) {
+    expect(health.probe, `${row.name}: no probe`).toBeNull();
+    return;
+  }
   expect(typeof health.redisHealthy, `${row.name}: health.redisHealthy`).toBe('boolean');
   const probe = health.probe as Record<string, unknown>;
   expect(probe.sent as number, `${row.name}: the probe PINGed`).toBeGreaterThan(0);
@@ -145,12 +179,15 @@ describe('pnpm bench --quick', () => {
     }
   });
 
-  it('produces every accuracy row, its policy decisions apart and the bound checked', () => {
+  it('produces every accuracy row, its policy decisions apart and the bound of its mode checked', () => {
     expect(results.rows.accuracy.map((row) => row.name)).toEqual(ACCURACY);
     for (const row of results.rows.accuracy) {
       expectAccounted(row);
-      expectFinite(row.name, row, ['ideal', 'allowedOfIdeal', 'roundTripsPer1000']);
+      expectFinite(row.name, row, ['ideal', 'hotAllowed', 'allowedOfIdeal', 'roundTripsPer1000']);
       if (row.limiter === 'RateLimiterRedis') continue;
+      expect(row.boundRule, row.name).toMatch(
+        String(row.limiter).includes('optimistic') ? /N·c/ : /^C \+ r·W$/,
+      );
       const window = row.window as Record<string, unknown>;
       expectFinite(
         row.name,
@@ -161,11 +198,66 @@ describe('pnpm bench --quick', () => {
     }
   });
 
-  it('produces every fleet simulation row, its policy decisions apart', () => {
+  it('produces the many-keys rows: Redis calls, server µs and key-ops per call, the hottest keys checked', () => {
+    expect(results.rows.keys.map((row) => row.name)).toEqual(KEYS);
+    for (const row of results.rows.keys) {
+      expectAccounted(row);
+      expectFinite(row.name, row, ['opsPerSecond', 'roundTripsPer1000', 'redisUsPerDecision', 'timesPeer']);
+      const peer = row.limiter === 'RateLimiterRedis';
+      expect(finite(row.keyOpsPerCall), `${row.name}: keyOpsPerCall`).toBe(!peer);
+      expect(row.window === null, `${row.name}: window`).toBe(peer);
+    }
+    // Zipf's hottest keys are at their limit: the rows deny.
+    for (const row of results.rows.keys.filter((r) => r.keySet === 'zipf'))
+      expect(row.denied as number, row.name).toBeGreaterThan(0);
+  });
+
+  it('produces the cold-key rows, the optimistic one answering in process', () => {
+    expect(results.rows.cold.map((row) => row.name)).toEqual(COLD);
+    for (const row of results.rows.cold) {
+      expectAccounted(row);
+      expectFinite(row.name, row, ['p50Ns', 'p99Ns', 'maxNs', 'timesPeerP50']);
+    }
+    const optimistic = results.rows.cold.find((r) => r.limiter === 'TieredLimiter (optimistic)')!;
+    expect(optimistic.synchronous as number).toBeGreaterThan(0);
+  });
+
+  it('produces the Cluster rows beside the same rows on one server', () => {
+    expect(results.rows.cluster.map((row) => row.name)).toEqual(CLUSTER);
+    for (const row of results.rows.cluster) {
+      expectAccounted(row, row.topology !== 'cluster');
+      expectFinite(row.name, row, ['opsPerSecond', 'roundTripsPer1000', 'timesOneMaster', 'timesPeer']);
+    }
+  });
+
+  it('measures what another Redis client sees with the bench idle', () => {
+    expect(results.rows.neighbours.map((row) => row.name)).toEqual([IDLE]);
+    const probe = (results.rows.neighbours[0]!.health as { probe: Record<string, unknown> }).probe;
+    expect(probe.sent as number).toBeGreaterThan(0);
+    expectFinite(IDLE, probe, ['p50Ms', 'p99Ms', 'maxMs'], 'health.probe.');
+  });
+
+  it('produces every fleet simulation row, its policy decisions apart, the calls split by origin', () => {
     expect(results.rows.fleet.map((row) => row.name)).toEqual(FLEET);
     for (const row of results.rows.fleet) {
       expectAccounted(row);
-      expectFinite(row.name, row, ['redisCallsPerSecond', 'roundTripsPer1000', 'p99Ns']);
+      expectFinite(row.name, row, [
+        'redisCallsPerSecond',
+        'roundTripsPer1000',
+        'p99Ns',
+        'storeWaits',
+        'promised',
+      ]);
+      const tiered = row.limiter === 'TieredLimiter';
+      expect(row.census === null, `${row.name}: census`).toBe(!tiered);
+      if (!tiered) continue;
+      expectFinite(row.name, row.census as Record<string, unknown>, [
+        'sync',
+        'outOfBand',
+        'refund',
+        'syncCalls',
+      ]);
+      expectFinite(row.name, row, ['syncPeriodMs', 'statsInstances', 'timesFewerCalls']);
     }
   });
 
@@ -174,9 +266,14 @@ describe('pnpm bench --quick', () => {
       results.headline.some((l) => l.startsWith('Two-tier hot key ÷ rate-limiter-flexible, 100 at 10/s')),
     ).toBe(true);
     expect(results.headline.some((l) => l.startsWith('Lease hit'))).toBe(true);
-    const marked = [...results.rows.throughput, ...results.rows.accuracy, ...results.rows.fleet].filter(
-      (row) => policyTotal(row) > 0 && (row.health as { redisHealthy: boolean }).redisHealthy,
-    );
+    const marked = [
+      ...results.rows.throughput,
+      ...results.rows.keys,
+      ...results.rows.cold,
+      ...results.rows.cluster,
+      ...results.rows.accuracy,
+      ...results.rows.fleet,
+    ].filter((row) => policyTotal(row) > 0 && (row.health as { redisHealthy: boolean }).redisHealthy);
     const last = results.headline.at(-1)!;
     if (marked.length === 0) expect(last).toBe('No failure-policy decision while Redis was healthy.');
     else for (const row of marked) expect(last).toContain(row.name);
@@ -184,7 +281,8 @@ describe('pnpm bench --quick', () => {
 
   it('writes the markdown, with a policy column and its ⚠ note, the JSON and the chart', () => {
     const md = readFileSync(join(out, 'latest.md'), 'utf8');
-    for (const name of [...MICRO, ...ON_REDIS, ...ACCURACY, ...FLEET]) expect(md).toContain(`| ${name} |`);
+    for (const name of [...MICRO, IDLE, ...ON_REDIS, ...KEYS, ...COLD, ...CLUSTER, ...ACCURACY, ...FLEET])
+      expect(md).toContain(`| ${name} |`);
     expect(md).toContain('| policy |');
     expect(md).toContain('**⚠**: policy decisions while Redis answered every probe');
     const json = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')) as Results;

@@ -11,6 +11,7 @@ import type { ThroughputRow } from './throughput.js';
 const SERIES: Record<string, string> = {
   RequestLimiter: '#4e79a7',
   TieredLimiter: '#e15759',
+  'TieredLimiter (optimistic)': '#f28e2b',
   RateLimiterRedis: '#59a14f',
 };
 /** Widths of the picture, of the labels left of the bars, and of the longest bar; a bar's height. */
@@ -74,6 +75,22 @@ function throughputPanel(rows: readonly ThroughputRow[]): Panel {
   };
 }
 
+/** Decisions per second of each limiter on 100,000 keys, per key set, at 256 in flight. */
+function keysPanel(rows: readonly ThroughputRow[]): Panel {
+  const chosen = rows.filter((r) => r.inFlight === 256 && r.limiter in SERIES);
+  const sets = [...new Set(chosen.map((r) => r.keySet))];
+  return {
+    title: '100,000 keys at capacity 100, 10/s each, 256 in flight',
+    log: false,
+    groups: sets.map((set) => ({
+      label: set === 'zipf' ? 'Zipf (hot keys bite)' : 'in turn (all cold)',
+      bars: chosen
+        .filter((r) => r.keySet === set)
+        .map((r) => ({ series: r.limiter, value: r.opsPerSecond, text: `${count(r.opsPerSecond)}/s` })),
+    })),
+  };
+}
+
 function fleetPanel(rows: readonly FleetRow[]): Panel {
   const sizes = [...new Set(rows.map((r) => r.instances))];
   return {
@@ -95,11 +112,12 @@ function fleetPanel(rows: readonly FleetRow[]): Panel {
 export function chartSvg(results: BenchResults): string {
   const panels = [
     throughputPanel((results.rows.throughput ?? []) as ThroughputRow[]),
+    keysPanel((results.rows.keys ?? []) as ThroughputRow[]),
     fleetPanel((results.rows.fleet ?? []) as FleetRow[]),
   ].filter((p) => p.groups.length > 0);
   const svg = Object.entries(SERIES).flatMap(([series, color], i) => [
-    `<rect x='${16 + i * 170}' y='12' width='12' height='12' fill='${color}'/>`,
-    text(34 + i * 170, 22, series),
+    `<rect x='${16 + i * 150}' y='12' width='12' height='12' fill='${color}'/>`,
+    text(34 + i * 150, 22, series, 11),
   ]);
   const about = `Node ${results.machine.node} · Redis ${results.redis?.version ?? '—'} · ${results.machine.cpus} CPUs`;
   svg.push(

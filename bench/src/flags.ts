@@ -17,7 +17,7 @@ export const USAGE = `Usage: pnpm bench [--quick] [--filter <substring>] [--json
   --json                print the results as JSON on stdout (progress still goes to stderr)
   --out <dir>           write latest.md, latest.json and latest.svg there (default: bench/results/,
                         and only after a full run without --filter)
-  --processes <n>       processes in the accuracy runs (default 4)
+  --processes <n>       processes in the accuracy runs (default 8)
 
 Redis: REDIS_URL if set (only this run's keys are touched), else a throwaway redis-server from PATH,
 else a testcontainers redis:7.`;
@@ -31,7 +31,7 @@ export function parseFlags(argv: readonly string[] = process.argv.slice(2)): Fla
         filter: { type: 'string' },
         json: { type: 'boolean', default: false },
         out: { type: 'string' },
-        processes: { type: 'string', default: '4' },
+        processes: { type: 'string', default: '8' },
         help: { type: 'boolean', default: false },
       },
       strict: true,

@@ -25,7 +25,7 @@ export interface ProbeReport {
   readonly maxMs: number;
 }
 
-export const PROBE_EVERY_MS = 50;
+export const PROBE_EVERY_MS = 10;
 /** A PING unanswered this long counts as Redis not healthy. */
 export const PROBE_TIMEOUT_MS = 1000;
 const PROBE_WORKER = fileURLToPath(new URL('./probe-worker.mjs', import.meta.url));

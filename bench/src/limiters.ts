@@ -1,6 +1,7 @@
 import type { LimitSpec } from '@tiered-limiter/core';
-import { createRedisLimiter, createTieredLimiter, RedisStore } from '@tiered-limiter/redis';
-import type { Redis } from 'ioredis';
+import { type ColdStartOptions, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
+import { RedisStore } from '@tiered-limiter/redis';
+import type { Cluster, Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
 import type { PeerLimit } from './limits.js';
 import { ADMITTED, DENIED, type Decider, type Outcome, outcomeOf } from './loop.js';
@@ -10,8 +11,20 @@ export interface Subject {
   readonly decider: Decider;
   /** Whether its decisions say when the failure policy made them (rate-limiter-flexible's do not). */
   readonly showsPolicy: boolean;
+  /** Its `RedisStore`'s counters (round trips, ops, keys), when it has one. */
+  readonly storeStats?: () => StoreStats;
   close(): Promise<void>;
 }
+
+/** `RedisStore.stats()`. */
+export interface StoreStats {
+  readonly calls: number;
+  readonly ops: number;
+  readonly keys: number;
+}
+
+/** A Redis client the rows run on: one server, or a Cluster. */
+export type BenchClient = Redis | Cluster;
 
 /**
  * The store timeout of the throughput rows' limiters: long enough that a loaded machine's queue
@@ -47,7 +60,7 @@ export function rlfOutcome(limiter: RateLimiterMemory | RateLimiterRedis, key: s
 }
 
 /** One EVALSHA of the take script through `RedisStore`: no guard, no policy, no limiter. */
-export function bareStore(redis: Redis, prefix: string, limit: LimitSpec): Subject {
+export function bareStore(redis: BenchClient, prefix: string, limit: LimitSpec): Subject {
   const store = new RedisStore({ redis, prefix });
   const limits = [limit];
   return {
@@ -56,14 +69,16 @@ export function bareStore(redis: Redis, prefix: string, limit: LimitSpec): Subje
       async: (key) => store.apply({ key, limits, take: 1 }).then((reply) => (reply.ok ? ADMITTED : DENIED)),
     },
     showsPolicy: true,
+    storeStats: () => store.stats(),
     close: async () => {},
   };
 }
 
-export function requestLimiter(redis: Redis, prefix: string, limit: LimitSpec): Subject {
-  const limiter = createRedisLimiter({
-    redis,
-    prefix,
+/** The per-request tier on its own `RedisStore` (as `createRedisLimiter` makes it), its timeout the rows'. */
+export function requestLimiter(redis: BenchClient, prefix: string, limit: LimitSpec): Subject {
+  const store = new RedisStore({ redis, prefix });
+  const limiter = new RequestLimiter({
+    store,
     limits: limit,
     failurePolicy: 'open',
     timeoutMs: THROUGHPUT_TIMEOUT_MS,
@@ -71,19 +86,36 @@ export function requestLimiter(redis: Redis, prefix: string, limit: LimitSpec): 
   return {
     decider: { sync: undefined, async: async (key) => outcomeOf(await limiter.consume(key)) },
     showsPolicy: true,
+    storeStats: () => store.stats(),
     close: () => limiter.close(),
   };
 }
 
-/** The two-tier limiter with its defaults (but the timeout), used as its README says: `tryConsume(key) ?? await consume(key)`. */
-export function tieredLimiter(redis: Redis, prefix: string, limit: LimitSpec, maxKeys: number): Subject {
-  const limiter = createTieredLimiter({
-    redis,
-    prefix,
+/** What a row sets on the two-tier limiter beyond its defaults. */
+export interface TieredSetup {
+  readonly maxKeys: number;
+  /** The fleet size it is told (`instances`). @default not told */
+  readonly instances?: number;
+  readonly coldStart?: ColdStartOptions;
+}
+
+/**
+ * The two-tier limiter with its defaults (but the timeout and `setup`), on its own `RedisStore` (as
+ * `createTieredLimiter` makes it), used as its README says: `tryConsume(key) ?? await consume(key)`.
+ */
+export function tieredLimiter(
+  redis: BenchClient,
+  prefix: string,
+  limit: LimitSpec,
+  setup: TieredSetup,
+): Subject {
+  const store = new RedisStore({ redis, prefix });
+  const limiter = new TieredLimiter({
+    store,
     limits: limit,
     failurePolicy: 'open',
     timeoutMs: THROUGHPUT_TIMEOUT_MS,
-    maxKeys,
+    ...setup,
   });
   return {
     decider: {
@@ -94,6 +126,7 @@ export function tieredLimiter(redis: Redis, prefix: string, limit: LimitSpec, ma
       async: async (key) => outcomeOf(await limiter.consume(key)),
     },
     showsPolicy: true,
+    storeStats: () => store.stats(),
     close: () => limiter.close(),
   };
 }
@@ -105,7 +138,7 @@ export function tieredLimiter(redis: Redis, prefix: string, limit: LimitSpec, ma
  * process until the window ends (`inMemoryBlockOnConsumed`), so that a key over its limit costs
  * Redis nothing more.
  */
-export function rlfRedis(redis: Redis, prefix: string, limit: PeerLimit): Subject {
+export function rlfRedis(redis: BenchClient, prefix: string, limit: PeerLimit): Subject {
   const limiter = new RateLimiterRedis({
     storeClient: redis,
     keyPrefix: prefix,

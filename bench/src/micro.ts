@@ -4,11 +4,11 @@ import { LocalLimiter, MemoryStore, TieredLimiter } from '@tiered-limiter/local'
 import { bucketKeys } from '@tiered-limiter/redis';
 import { Bench } from 'tinybench';
 import { count, duration, times } from './format.js';
+import { MANY_KEYS } from './key-sets.js';
 import { rlfMemory, rlfOutcome } from './limiters.js';
 import { type BenchLimit, BITES_10, CEILING, peerLimitOf } from './limits.js';
 import { ADMITTED } from './loop.js';
 import type { BenchSettings, Column, RunContext, Section } from './section.js';
-import { MANY_KEYS } from './throughput.js';
 
 const { fullBucket, tryTake } = internal;
 

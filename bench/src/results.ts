@@ -1,8 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { cpus, platform, release, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { count, duration, markdownTable, small, textTable, times } from './format.js';
+import type { AccuracyRow } from './accuracy.js';
+import type { ClusterRow } from './cluster.js';
+import type { ColdRow } from './cold.js';
+import type { FleetRow } from './fleet-sim.js';
+import { count, duration, markdownTable, percent, small, textTable, times } from './format.js';
+import type { Health } from './health.js';
 import type { MicroRow } from './micro.js';
+import type { NeighbourRow } from './neighbours.js';
 import { type AnySection, type BenchSettings, grouped, type Named } from './section.js';
 import type { ThroughputRow } from './throughput.js';
 
@@ -17,7 +23,7 @@ export interface BenchResults {
   readonly settings: BenchSettings;
   /** The ratios a reader looks for first, in words. */
   readonly headline: readonly string[];
-  /** Each section's rows, by section id (`micro`, `throughput`, `accuracy`, `fleet`). */
+  /** Each section's rows, by section id (`micro`, `throughput`, `keys`, `cold`, `cluster`, `accuracy`, `fleet`, …). */
   readonly rows: Readonly<Record<string, readonly Named[]>>;
 }
 
@@ -81,6 +87,7 @@ export function headline(rows: Readonly<Record<string, readonly Named[]>>): stri
     );
   }
   for (const limit of new Set(redisRows.filter((r) => r.keys > 1).map((r) => r.limit))) {
+    // The throughput section's per-key limit (the many-keys section has its own lines below).
     const of = (limiter: string) =>
       redisRows.find((r) => r.keys > 1 && r.limit === limit && r.limiter === limiter);
     const [tiered, request] = [of('TieredLimiter'), of('RequestLimiter')];
@@ -91,6 +98,12 @@ export function headline(rows: Readonly<Record<string, readonly Named[]>>): stri
         `(${count(tiered.allowed)} allowed, ${count(tiered.denied)} denied)`,
     );
   }
+  lines.push(...keysLines((rows.keys ?? []) as readonly ThroughputRow[]));
+  lines.push(...fleetLines((rows.fleet ?? []) as readonly FleetRow[]));
+  lines.push(...coldLines((rows.cold ?? []) as readonly ColdRow[]));
+  lines.push(...clusterLines((rows.cluster ?? []) as readonly ClusterRow[]));
+  lines.push(...neighbourLines(rows));
+  lines.push(...accuracyLines((rows.accuracy ?? []) as readonly AccuracyRow[]));
   const micro = new Map(((rows.micro ?? []) as readonly MicroRow[]).map((r) => [r.name, r]));
   const lease = [...micro.values()].find((r) => r.name.startsWith('TieredLimiter · lease hit'));
   const bucket = micro.get('LocalLimiter · 1 hot key · ceiling');
@@ -116,6 +129,100 @@ export function headline(rows: Readonly<Record<string, readonly Named[]>>): stri
       : `⚠ Failure-policy decisions while Redis was healthy in ${marked.length} row(s): ${marked.map((r) => r.name).join('; ')}`,
   );
   return lines;
+}
+
+/** 100k keys: each limiter against the peer, and the exact two-tier limiter's Redis cost. */
+function keysLines(rows: readonly ThroughputRow[]): string[] {
+  const lines: string[] = [];
+  for (const set of new Set(rows.map((r) => r.keySet))) {
+    for (const inFlight of new Set(rows.map((r) => r.inFlight))) {
+      const of = (limiter: string) =>
+        rows.find((r) => r.keySet === set && r.inFlight === inFlight && r.limiter === limiter);
+      const exact = of('TieredLimiter');
+      const optimistic = of('TieredLimiter (optimistic)');
+      const request = of('RequestLimiter');
+      if (exact?.timesPeer == null) continue;
+      const ratio = (r: ThroughputRow | undefined) => (r?.timesPeer == null ? '—' : times(r.timesPeer));
+      lines.push(
+        `${set === 'zipf' ? '100k keys Zipf' : '100k keys in turn'} at ${exact.limit}, ${inFlight} in flight, ` +
+          `÷ rate-limiter-flexible: two-tier exact ${ratio(exact)}, optimistic ${ratio(optimistic)}, ` +
+          `per-request ${ratio(request)}; exact ${small(exact.roundTripsPer1000)} Redis calls per 1,000 decisions, ` +
+          `${small(exact.redisUsPerDecision)} Redis µs per decision, ` +
+          `${exact.keyOpsPerCall === null ? '—' : small(exact.keyOpsPerCall)} key-ops per call ` +
+          `(${count(exact.allowed)} allowed, ${count(exact.denied)} denied)`,
+      );
+    }
+  }
+  return lines;
+}
+
+function fleetLines(rows: readonly FleetRow[]): string[] {
+  return rows
+    .filter((r) => r.limiter === 'TieredLimiter')
+    .map((r) => {
+      const perSecond = (n: number) => count((n * 1000) / r.measuredMs);
+      const split =
+        r.census === null
+          ? ''
+          : ` (sync ${perSecond(r.census.syncCalls)}, other ${perSecond(Math.max(0, r.roundTrips - r.census.syncCalls))}; ` +
+            `out-of-band ops ${perSecond(r.census.outOfBand)}/s)`;
+      const policy = (r.policy?.allowed ?? 0) + (r.policy?.denied ?? 0);
+      return (
+        `Fleet of ${r.instances} two-tier instances, 10 keys, 10,000 req/s: ${count(r.redisCallsPerSecond)} Redis ` +
+        `calls/s${split}, ${r.timesFewerCalls === null ? '—' : times(r.timesFewerCalls)} fewer than per-request; ` +
+        `${percent(r.storeWaits / Math.max(1, r.decisions), 2)} of decisions waited on the store; ` +
+        `policy ${count(policy)}${policy > 0 && r.health.redisHealthy ? ' ⚠' : ''}`
+      );
+    });
+}
+
+function coldLines(rows: readonly ColdRow[]): string[] {
+  if (rows.length === 0) return [];
+  const cells = rows.map((r) => `${r.limiter} ${duration(r.p50Ns)} / ${duration(r.p99Ns)}`);
+  return [`Cold key, first decision p50 / p99: ${cells.join('; ')}`];
+}
+
+function clusterLines(rows: readonly ClusterRow[]): string[] {
+  const cluster = rows.filter((r) => r.topology === 'cluster' && r.timesOneMaster !== null);
+  if (cluster.length === 0) return [];
+  const cells = cluster.map((r) => `${r.limiter} ${times(r.timesOneMaster!)} (${count(r.opsPerSecond)}/s)`);
+  return [`100k keys on a 3-master Cluster ÷ on 1 server: ${cells.join('; ')}`];
+}
+
+/** The probe's PING p99 idle, and each section's worst row against it. */
+function neighbourLines(rows: Readonly<Record<string, readonly Named[]>>): string[] {
+  const idle = ((rows.neighbours ?? []) as readonly NeighbourRow[])[0]?.health.probe;
+  if (idle === undefined || idle === null) return [];
+  const cells: string[] = [];
+  for (const [section, list] of Object.entries(rows)) {
+    let worst: { name: string; p99: number } | undefined;
+    for (const row of list as readonly (Named & { health?: Health })[]) {
+      const p99 = row.health?.probe?.p99Ms;
+      if (section !== 'neighbours' && p99 !== undefined && (worst === undefined || p99 > worst.p99))
+        worst = { name: row.name, p99 };
+    }
+    if (worst !== undefined) {
+      cells.push(
+        `${section} ${duration(worst.p99 * 1e6)} (${times(worst.p99 / Math.max(idle.p99Ms, 1e-3))}, ${worst.name})`,
+      );
+    }
+  }
+  if (cells.length === 0) return [];
+  return [
+    `Other Redis users: PING p99 ${duration(idle.p99Ms * 1e6)} idle; the worst row of each section, × idle: ${cells.join('; ')}`,
+  ];
+}
+
+function accuracyLines(rows: readonly AccuracyRow[]): string[] {
+  const checked = rows.filter((r) => r.window !== null);
+  if (checked.length === 0) return [];
+  const over = checked.filter((r) => r.window!.excess > 0);
+  const hot = checked.map((r) => `${r.name.split(',')[0]} ${percent(r.allowedOfIdeal)}`);
+  return [
+    over.length === 0
+      ? `Accuracy: no window of any key over the bound of its mode in ${checked.length} rows; hot key ÷ ideal: ${hot.join('; ')}`
+      : `✗ Accuracy: windows over the bound in ${over.map((r) => r.name).join('; ')}`,
+  ];
 }
 
 export function machineLine(results: BenchResults): string {

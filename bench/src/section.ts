@@ -26,8 +26,9 @@ export function benchSettings(quick: boolean, processes: number): BenchSettings 
     maxDecisions: quick ? 5_000_000 : 100_000_000,
     accuracyMs: quick ? 800 : 3000,
     processes,
-    fleetWarmupMs: quick ? 200 : 1000,
-    fleetMs: quick ? 400 : 3000,
+    // At 200 instances a sync period is 1 s: warm up over a few periods before counting.
+    fleetWarmupMs: quick ? 1200 : 3000,
+    fleetMs: quick ? 800 : 5000,
   };
 }
 

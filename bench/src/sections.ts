@@ -6,7 +6,11 @@ import type { AnySection } from './section.js';
  */
 export const SECTION_LOADERS: Readonly<Record<string, () => Promise<AnySection>>> = {
   micro: async () => (await import('./micro.js')).microSection,
+  neighbours: async () => (await import('./neighbours.js')).neighboursSection,
   throughput: async () => (await import('./throughput.js')).throughputSection,
+  keys: async () => (await import('./keys.js')).keysSection,
+  cold: async () => (await import('./cold.js')).coldSection,
+  cluster: async () => (await import('./cluster.js')).clusterSection,
   accuracy: async () => (await import('./accuracy.js')).accuracySection,
   fleet: async () => (await import('./fleet-sim.js')).fleetSection,
 };

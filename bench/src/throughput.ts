@@ -1,9 +1,10 @@
-import { commandDelta } from '@tiered-limiter/test-harness';
-import type { Redis } from 'ioredis';
+import { type CommandStats, commandDelta } from '@tiered-limiter/test-harness';
 import { type Accounted, columns, decisionWords } from './columns.js';
 import { count, duration, small, times } from './format.js';
-import { loopCell, POLICY_NOTE, watchHealth } from './health.js';
+import { loopCell, POLICY_NOTE, type ProbeWindows, watchHealth } from './health.js';
+import { KEY_LABEL, type KeySet, keysOf, MANY_KEYS } from './key-sets.js';
 import {
+  type BenchClient,
   bareStore,
   noLimiter,
   requestLimiter,
@@ -15,12 +16,10 @@ import {
 import { type BenchLimit, BITES_10, BITES_200, CEILING, KEYS_BITE, peerLimitOf } from './limits.js';
 import { DECISIONS_PER_YIELD, type LoopBounds, runLoop } from './loop.js';
 import type { BenchSettings, Column, RunContext, Section } from './section.js';
+import { type SlackedBound, type StampedKeys, stampKeys, type WindowReport } from './windows.js';
 
-export const MANY_KEYS = 100_000;
-
-type KeySet = 'hot' | 'many';
-const KEY_LABEL: Record<KeySet, string> = { hot: '1 hot key', many: '100k keys' };
-const PEER = 'RateLimiterRedis';
+export { MANY_KEYS };
+export const PEER = 'RateLimiterRedis';
 
 /** One row to measure: a limiter, a key set, a limit and a number of requests in flight. */
 export interface ThroughputTask {
@@ -31,7 +30,13 @@ export interface ThroughputTask {
   readonly inFlight: number;
   /** The row this one is divided by: rate-limiter-flexible in the same scenario. */
   readonly peer: string | undefined;
-  readonly make: (redis: Redis, prefix: string) => Subject;
+  readonly make: (redis: BenchClient, prefix: string) => Subject;
+  /** Keys whose admissions are stamped and checked against `bound` (the bound of the limiter's mode). */
+  readonly checked?: {
+    readonly keys: readonly string[];
+    readonly bound: SlackedBound;
+    readonly pieceMs?: number;
+  };
 }
 
 /** One measured row. Latencies in ns. */
@@ -39,6 +44,7 @@ export interface ThroughputRow extends Accounted {
   readonly name: string;
   readonly limiter: string;
   readonly keys: number;
+  readonly keySet: KeySet;
   readonly limit: string;
   readonly limitTitle: string;
   readonly ceiling: boolean;
@@ -61,18 +67,24 @@ export interface ThroughputRow extends Accounted {
   readonly redisUsPerDecision: number;
   /** Every command Redis counted in that time, those run inside the scripts included, by name. */
   readonly redisCommandsByName: Readonly<Record<string, number>>;
+  /** Round trips by the limiter's `RedisStore.stats()` (on a Cluster, a pipeline of per-slot calls is one); `null` without one. */
+  readonly storeCalls: number | null;
+  /** Bucket keys per round trip, by the limiter's `RedisStore.stats()`; `null` without one. */
+  readonly keyOpsPerCall: number | null;
+  /** The worst window of the checked keys against the bound of the limiter's mode; `null` if none checked. */
+  readonly window: WindowReport | null;
   /** ops/s over the peer row's ops/s. */
   timesPeer: number | null;
 }
 
-function taskName(limiter: string, keys: KeySet, limit: BenchLimit, inFlight: number): string {
+export function taskName(limiter: string, keys: KeySet, limit: BenchLimit, inFlight: number): string {
   return `${limiter} · ${KEY_LABEL[keys]} · ${limit.short}${inFlight > 1 ? ` · ${inFlight} in flight` : ''}`;
 }
 
 const LIMITERS: readonly [string, (limit: BenchLimit) => ThroughputTask['make']][] = [
   ['RedisStore.take', (l) => (redis, prefix) => bareStore(redis, prefix, l.spec)],
   ['RequestLimiter', (l) => (redis, prefix) => requestLimiter(redis, prefix, l.spec)],
-  ['TieredLimiter', (l) => (redis, prefix) => tieredLimiter(redis, prefix, l.spec, MANY_KEYS)],
+  ['TieredLimiter', (l) => (redis, prefix) => tieredLimiter(redis, prefix, l.spec, { maxKeys: MANY_KEYS })],
   [PEER, (l) => (redis, prefix) => rlfRedis(redis, prefix, peerLimitOf(l.spec))],
 ];
 
@@ -116,8 +128,6 @@ export function throughputTasks(): ThroughputTask[] {
   return tasks;
 }
 
-let manyKeys: string[] | undefined;
-
 /**
  * Longest warm-up pass over the 100,000 keys. rate-limiter-flexible needs about a minute: with
  * `inMemoryBlockOnConsumed`, each key it blocks slows it down (1.5 k fresh keys/s here, against 19 k
@@ -138,29 +148,45 @@ function warmupBounds(task: ThroughputTask, settings: BenchSettings): LoopBounds
   return { maxMs: settings.warmupMs, maxDecisions: settings.maxDecisions };
 }
 
+/** The Redis a row runs on: a client for its limiter, the server's counters, and a probe watching it. */
+export interface RowServer {
+  readonly client: BenchClient;
+  commandStats(): Promise<CommandStats>;
+  readonly probe: ProbeWindows | undefined;
+}
+
 /** Warms a fresh limiter up, then times it, counting Redis's commands and watching health around the timed part. */
-export async function measureThroughput(task: ThroughputTask, context: RunContext): Promise<ThroughputRow> {
-  const { target, settings } = context;
-  if (target === undefined) throw new Error('throughput rows need Redis');
-  manyKeys ??= Array.from({ length: MANY_KEYS }, (_, i) => `user:${i}`);
-  const keys = task.keys === 'hot' ? ['user:1'] : manyKeys;
-  const client = await target.client();
-  const subject = task.make(client, context.prefix);
+export async function measureOn(
+  task: ThroughputTask,
+  server: RowServer,
+  prefix: string,
+  settings: BenchSettings,
+): Promise<ThroughputRow> {
+  const keys = keysOf(task.keys);
+  const subject = task.make(server.client, prefix);
+  const stamped: StampedKeys | undefined =
+    task.checked === undefined ? undefined : stampKeys(subject.decider, task.checked.keys);
+  const decider = stamped?.decider ?? subject.decider;
   try {
     (globalThis as { gc?: () => void }).gc?.();
-    const warm = await runLoop(subject.decider, keys, task.inFlight, warmupBounds(task, settings));
-    const before = await target.commandStats();
-    const watch = watchHealth(target.probe);
+    const warm = await runLoop(decider, keys, task.inFlight, warmupBounds(task, settings));
+    stamped?.clear();
+    const before = await server.commandStats();
+    const storeBefore = subject.storeStats?.();
+    const watch = watchHealth(server.probe);
     const bounds = { maxMs: settings.measureMs, maxDecisions: settings.maxDecisions };
-    const result = await runLoop(subject.decider, keys, task.inFlight, bounds, warm.cursor);
+    const result = await runLoop(decider, keys, task.inFlight, bounds, warm.cursor);
     const health = await watch.stop();
-    const redis = commandDelta(before, await target.commandStats());
+    const redis = commandDelta(before, await server.commandStats());
+    const storeAfter = subject.storeStats?.();
     const [denied, allowed, policyDenied, policyAllowed] = result.tally;
     const h = result.latencyNs;
+    const calls = storeAfter && storeBefore ? storeAfter.calls - storeBefore.calls : 0;
     return {
       name: task.name,
       limiter: task.limiter,
-      keys: keys.length,
+      keys: task.keys === 'hot' ? 1 : MANY_KEYS,
+      keySet: task.keys,
       limit: task.limit.short,
       limitTitle: task.limit.title,
       ceiling: task.limit.ceiling,
@@ -182,10 +208,35 @@ export async function measureThroughput(task: ThroughputTask, context: RunContex
       roundTripsPer1000: (1000 * redis.roundTrips) / result.decisions,
       redisUsPerDecision: redis.roundTripUsec / result.decisions,
       redisCommandsByName: redis.byCommand,
+      storeCalls: storeAfter && storeBefore ? calls : null,
+      keyOpsPerCall:
+        storeAfter && storeBefore && calls > 0 ? (storeAfter.keys - storeBefore.keys) / calls : null,
+      // A stamp is taken when the decision is known: an awaited one up to its latency after the store
+      // decided, so each window's bound allows the longest wait of the row more.
+      window:
+        stamped === undefined || task.checked === undefined
+          ? null
+          : stamped.check(task.checked.bound, h.maxValue / 1e6, task.checked.pieceMs),
       timesPeer: null,
     };
   } finally {
     await subject.close();
+  }
+}
+
+/** A throughput row on the run's Redis. */
+export async function measureThroughput(task: ThroughputTask, context: RunContext): Promise<ThroughputRow> {
+  const { target, settings } = context;
+  if (target === undefined) throw new Error('throughput rows need Redis');
+  const client = await target.client();
+  try {
+    return await measureOn(
+      task,
+      { client, commandStats: () => target.commandStats(), probe: target.probe },
+      context.prefix,
+      settings,
+    );
+  } finally {
     client.disconnect();
   }
 }
@@ -200,7 +251,7 @@ export function relateToPeers(rows: ThroughputRow[]): void {
 }
 
 /** Share of decisions that awaited a promise: 100 %, 0.1 %, 0. */
-function awaitedCell(share: number): string {
+export function awaitedCell(share: number): string {
   if (share === 0) return '0';
   if (share >= 0.995) return `${(share * 100).toFixed(0)} %`;
   return share >= 0.001 ? `${(share * 100).toFixed(1)} %` : `${(share * 100).toFixed(3)} %`;

@@ -1,11 +1,13 @@
-// One instance of a fleet: its own connection and limiter, from the BUILT packages (plain node, no
-// TypeScript loader), as a service instance runs them. Orders come as JSON in argv[2] (`FleetOrders`
-// in fleet.ts). Over IPC it says `ready` once connected, starts at the wall-clock instant it is then
-// given, and sends back one `FleetReport`.
+// One instance of a fleet (or several, `limiters`): its own connection, and a store and limiter per
+// hosted instance, from the BUILT packages (plain node, no TypeScript loader), as a service instance
+// runs them. Orders come as JSON in argv[2] (`FleetOrders` in fleet.ts). Over IPC it says `ready`
+// once connected, starts at the wall-clock instant it is then given, and sends back one
+// `FleetReport`.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { defineLimit } from '@tiered-limiter/core';
-import { createRedisLimiter, createTieredLimiter, recommendedRedisOptions } from '@tiered-limiter/redis';
+import { RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
+import { RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
 import { Redis } from 'ioredis';
 
 const orders = JSON.parse(process.argv[2]);
@@ -19,6 +21,8 @@ await redis.connect();
 const keyCount = orders.keys ?? 1;
 const base = orders.key ?? 'shared';
 const keys = keyCount === 1 ? [base] : Array.from({ length: keyCount }, (_, i) => `${base}:${i}`);
+const hotShare = keyCount > 1 ? (orders.hotShare ?? 0) : 0;
+const hosted = orders.limiters ?? 1;
 
 /** Returns a limiter seen as `decide(key) → Decision | Promise<Decision>`, `stats()` and `close()`. */
 async function makeLimiter() {
@@ -48,9 +52,9 @@ async function makeLimiter() {
       close: async () => {},
     };
   }
+  const store = new RedisStore({ redis, prefix: orders.prefix, ...orders.storeOptions });
   const options = {
-    redis,
-    prefix: orders.prefix,
+    store,
     limits: defineLimit({
       capacity: orders.capacity,
       refillPerSecond: orders.refillPerSecond,
@@ -63,15 +67,21 @@ async function makeLimiter() {
     // Options this worker does not know, passed through verbatim.
     ...orders.options,
   };
-  const limiter = orders.tier === 'request' ? createRedisLimiter(options) : createTieredLimiter(options);
+  const limiter = orders.tier === 'request' ? new RequestLimiter(options) : new TieredLimiter(options);
   return {
     decide: (key) => limiter.tryConsume?.(key) ?? limiter.consume(key),
     stats: () => limiter.stats(),
+    storeStats: () => store.stats(),
     close: () => limiter.close(),
   };
 }
 
-const limiter = await makeLimiter();
+// Several instances in one process share its connection; each has its own store and limiter, and
+// a request goes to one of them at random, as a load balancer spreads requests.
+const limiters = [];
+for (let i = 0; i < hosted; i++) limiters.push(await makeLimiter());
+const limiter = limiters[0];
+const pick = () => (hosted === 1 ? limiter : limiters[(Math.random() * hosted) | 0]);
 
 // Listen for the start before saying ready, so that it cannot arrive unheard.
 const started = new Promise((resolve) =>
@@ -107,11 +117,31 @@ function record(k, d) {
   }
 }
 
-/** Decides for the next key; a promise only when the limiter had to wait for Redis. */
-function decideOnce() {
+let hotDebt = 0;
+/**
+ * The next key: the others in turn, or, with `hotShare`, key 0 for that share of the decisions
+ * (spread evenly: an accumulator, not a coin) and the others in turn for the rest.
+ */
+function nextKey() {
+  if (hotShare > 0) {
+    hotDebt += hotShare;
+    if (hotDebt >= 1) {
+      hotDebt -= 1;
+      return 0;
+    }
+    const k = cursor === 0 ? 1 : cursor;
+    cursor = k + 1 === keyCount ? 1 : k + 1;
+    return k;
+  }
   const k = cursor;
   cursor = cursor + 1 === keyCount ? 0 : cursor + 1;
-  const d = limiter.decide(keys[k]);
+  return k;
+}
+
+/** Decides for the next key; a promise only when the limiter had to wait for Redis. */
+function decideOnce() {
+  const k = nextKey();
+  const d = pick().decide(keys[k]);
   if (typeof d.then === 'function') return d.then((decision) => record(k, decision));
   record(k, d);
   return undefined;
@@ -146,8 +176,13 @@ const loops = Array.from({ length: orders.concurrency ?? 1 }, () =>
 await Promise.all(loops);
 loop.disable();
 const endedAt = Date.now();
-const stats = limiter.stats();
-await limiter.close();
+const limiterStats = limiters.map((l) => l.stats());
+const storeStats = { calls: 0, ops: 0, keys: 0 };
+for (const l of limiters) {
+  const s = l.storeStats?.();
+  if (s) for (const field of Object.keys(storeStats)) storeStats[field] += s[field] ?? 0;
+}
+await Promise.all(limiters.map((l) => l.close()));
 redis.disconnect();
 const ms = (ns) => ns / 1e6;
 await send({
@@ -164,7 +199,9 @@ await send({
     loopDelayMs: { p50: ms(loop.percentile(50)), p99: ms(loop.percentile(99)), max: ms(loop.max) },
     startedAt: startAt,
     endedAt,
-    stats,
+    stats: limiterStats[0],
+    limiterStats,
+    storeStats: orders.tier === 'rlf' ? undefined : storeStats,
   },
 });
 process.disconnect();

@@ -27,6 +27,16 @@ export interface FleetOrders {
   readonly key?: string;
   /** @default 1 */
   readonly keys?: number;
+  /**
+   * With `keys` > 1: the share of decisions (0 to 1) that go to key 0, the hot key; the others
+   * take the rest in turn. Spread evenly, not drawn at random. @default 0 (every key in turn)
+   */
+  readonly hotShare?: number;
+  /**
+   * Limiter instances in this process, each with its own `RedisStore` on the process's one
+   * connection; each decision goes to one of them at random. @default 1
+   */
+  readonly limiters?: number;
   readonly durationMs: number;
   readonly maxDecisions: number;
   /** Each loop sends this many requests per second (paced); absent: as fast as it can (hammer). */
@@ -37,6 +47,8 @@ export interface FleetOrders {
   readonly lease?: Readonly<Record<string, unknown>>;
   /** Merged last into the limiter's options, verbatim: options this worker does not know pass through. */
   readonly options?: Readonly<Record<string, unknown>>;
+  /** Merged into each `RedisStore`'s options (e.g. `coalesce`). */
+  readonly storeOptions?: Readonly<Record<string, unknown>>;
 }
 
 /** What one fleet worker reports. Times are `Date.now()` in the worker. */
@@ -60,14 +72,20 @@ export interface FleetReport {
   readonly loopDelayMs: { readonly p50: number; readonly p99: number; readonly max: number };
   readonly startedAt: number;
   readonly endedAt: number;
-  /** The limiter's `stats()` at the end, as it gave them (`undefined` for `rlf`). */
+  /** The (first) limiter's `stats()` at the end, as it gave them (`undefined` for `rlf`). */
   readonly stats: { readonly [field: string]: unknown } | undefined;
+  /** Every hosted limiter's `stats()` at the end (one entry per `limiters`). */
+  readonly limiterStats: readonly ({ readonly [field: string]: unknown } | undefined)[];
+  /** The hosted stores' `stats()` summed (`undefined` for `rlf`): round trips, ops and keys sent. */
+  readonly storeStats: { readonly calls: number; readonly ops: number; readonly keys: number } | undefined;
 }
 
 /** Options of `runFleet`. */
 export interface RunFleetOptions {
   /** How long past its `durationMs` a worker may take to report before the run fails. @default 15_000 */
   readonly graceMs?: number;
+  /** Called with the common start (`Date.now()` ms) once every worker is ready: to time readings during the run. */
+  readonly onStart?: (startAt: number) => void;
 }
 
 type WorkerMessage = { readonly type: 'ready' } | { readonly type: 'report'; readonly report: FleetReport };
@@ -121,6 +139,7 @@ export async function runFleet(
     await withTimeout(Promise.all(ready), READY_TIMEOUT_MS, 'fleet workers not ready');
     const startAt = Date.now() + START_DELAY_MS;
     for (const child of children) child.send({ type: 'start', startAt });
+    options.onStart?.(startAt);
     const longest = Math.max(...orders.map((o) => o.durationMs));
     return await withTimeout(
       Promise.all(reports),
@@ -141,4 +160,20 @@ function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promi
       timer = setTimeout(() => reject(new Error(`${message} within ${ms} ms`)), ms);
     }),
   ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * The longest sync period any hosted limiter reported at the end (`stats().syncPeriodMs`; 0 without
+ * the sync): what a lease may borrow, the `T` of the bound `C + r·(W + T)`. The period only grows
+ * as the live fleet does, so the last is the longest each limiter used.
+ */
+export function syncPeriodOf(reports: readonly FleetReport[]): number {
+  let longest = 0;
+  for (const report of reports) {
+    for (const stats of report.limiterStats) {
+      const period = stats?.syncPeriodMs;
+      if (typeof period === 'number' && period > longest) longest = period;
+    }
+  }
+  return longest;
 }

@@ -6,7 +6,7 @@ export type { CommandDelta, CommandStat, CommandStats } from './commandstats.js'
 export { commandDelta, parseCommandStats, ROUND_TRIP_COMMANDS, readCommandStats } from './commandstats.js';
 export { FakeClock } from './fake-clock.js';
 export type { FleetOrders, FleetReport, RunFleetOptions } from './fleet.js';
-export { runFleet } from './fleet.js';
+export { runFleet, syncPeriodOf } from './fleet.js';
 export type { DecidingLimiter } from './limits-still.js';
 export { decide, proveStillLimits } from './limits-still.js';
 export type {
@@ -71,5 +71,17 @@ export { destroySocket, storeOps, takeWhileCutting } from './store-ops.js';
 export type { TcpProxy } from './tcp-proxy.js';
 export { startTcpProxy } from './tcp-proxy.js';
 export { uniquePrefix } from './unique-prefix.js';
-export type { Admission, WindowBound, WindowCheckOptions, WorstWindow } from './window-bound.js';
-export { mostInWindow, tokenBucketBound, WINDOW_EPSILON, worstWindow } from './window-bound.js';
+export type {
+  Admission,
+  OptimisticTerms,
+  WindowBound,
+  WindowCheckOptions,
+  WorstWindow,
+} from './window-bound.js';
+export {
+  mostInWindow,
+  optimisticBound,
+  tokenBucketBound,
+  WINDOW_EPSILON,
+  worstWindow,
+} from './window-bound.js';

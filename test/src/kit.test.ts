@@ -219,4 +219,21 @@ describe('fleet worker (runFleet)', () => {
     const [enforced] = await runFleet([orders({ requestsPerSecond: 50 })]);
     expect(enforced!.denied).toBeGreaterThan(0);
   });
+
+  it('sends hotShare of the decisions to key 0, the rest in turn, over several hosted limiters', async () => {
+    const [report] = await runFleet([
+      orders({ keys: 5, hotShare: 0.5, limiters: 3, capacity: 1000, refillPerSecond: 1000 }),
+    ]);
+    // Nothing is denied at this limit: the admissions per key are the decisions per key.
+    const perKey = report!.admittedAtByKey!.map((stamps) => stamps.length);
+    expect(perKey[0]).toBe(100);
+    expect(perKey.slice(1)).toEqual([25, 25, 25, 25]);
+    expect(report!.limiterStats).toHaveLength(3);
+    const requests = report!.limiterStats.map(
+      (s) => (s as { decisions: { global: number } }).decisions.global,
+    );
+    expect(requests.reduce((a, b) => a + b, 0)).toBe(200);
+    expect(report!.storeStats!.calls).toBeGreaterThan(0);
+    expect(report!.storeStats!.ops).toBeGreaterThanOrEqual(report!.storeStats!.calls);
+  });
 });

@@ -29,8 +29,10 @@ export async function takeWhileCutting(
     (reply) => ({ reply, error: undefined }),
     (error: unknown) => ({ reply: undefined, error }),
   );
-  // The store sends what a tick gathered at the tick's end: let it go out, then cut.
+  // The store sends what a turn gathered once its promise jobs have run (a process tick): let it
+  // go out, then cut.
   await Promise.resolve();
+  await new Promise<void>((resolve) => process.nextTick(resolve));
   cut();
   return pending;
 }

@@ -52,6 +52,29 @@ export function tokenBucketBound(capacity: number, ratePerSecond: number, extraM
   return (windowMs) => capacity + (ratePerSecond * (windowMs + extraMs)) / 1000;
 }
 
+/** Optimistic cold start's terms: `instances` each admitting up to `credit` once per `spacingMs` per key. */
+export interface OptimisticTerms {
+  readonly instances: number;
+  readonly credit: number;
+  readonly spacingMs: number;
+}
+
+/**
+ * The bound with optimistic cold start: `tokenBucketBound(…)` plus `N·credit·(1 + ⌊W / spacingMs⌋)`
+ * (each instance may start a key on credit once per spacing). Affine on each piece of
+ * `spacingMs`: check it with `worstWindow(…, { pieceMs: spacingMs })`.
+ */
+export function optimisticBound(
+  capacity: number,
+  ratePerSecond: number,
+  terms: OptimisticTerms,
+  extraMs = 0,
+): WindowBound {
+  const base = tokenBucketBound(capacity, ratePerSecond, extraMs);
+  const episode = terms.instances * terms.credit;
+  return (windowMs) => base(windowMs) + episode * (1 + Math.floor(windowMs / terms.spacingMs));
+}
+
 interface Sorted {
   readonly at: Float64Array;
   /** `sum[i]`: the cost of admissions 0 … i − 1. */

@@ -50,8 +50,8 @@ interface Destination<Op, Reply> {
 }
 
 /**
- * A queue per destination with self-clocked flushing. Ops submitted in one tick leave together
- * at the end of it (a microtask, no timer); while `maxInFlight` calls are out, later ops wait
+ * A queue per destination with self-clocked flushing. Ops submitted in one turn of the event
+ * loop leave together at the end of it (once its promise jobs have run, no timer); while `maxInFlight` calls are out, later ops wait
  * for a reply and then leave together, up to `maxKeysPerCall` keys a call. So a lone request
  * pays no added latency, and a burst (a periodic sync, many requests in flight) costs a few
  * calls instead of one per op.
@@ -84,7 +84,11 @@ export class Coalescer<Op, Reply> {
     this.#due.add(destination);
     if (!this.#scheduled) {
       this.#scheduled = true;
-      queueMicrotask(() => this.#flushDue());
+      // Once every promise job of this turn has run, not at the next one: a sync's ops and its
+      // heartbeat reach here a few promise hops apart (the guard, the concurrency queue), and a
+      // flush between them cost a sync three calls instead of one. A tick queued from a promise
+      // job runs when the job queue is empty, still in this turn of the event loop.
+      queueMicrotask(() => process.nextTick(() => this.#flushDue()));
     }
   }
 

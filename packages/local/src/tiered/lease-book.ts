@@ -47,8 +47,7 @@ export class LeaseBook {
     this.#sharedClock = sharedClock;
     this.#syncer = syncer;
     this.#onFleet = onFleet;
-    refiller.onGrant((lease) => this.#granted(lease));
-    refiller.onDenied((lease) => this.#denied(lease));
+    refiller.onReply((lease, leased, dry) => this.#replied(lease, leased, dry));
     const timer: { handle: NodeJS.Timeout | undefined } = { handle: undefined };
     const firstMs = syncer?.periodMs ?? config.sweepEveryMs;
     this.#nextTickAtMs = clock.now() + firstMs;
@@ -59,7 +58,7 @@ export class LeaseBook {
 
   /**
    * The book's timer, made outside the constructor: V8 gives every closure of one scope the same
-   * context, and the constructor's `onGrant` arrow puts `this` in it, so a timer made there held
+   * context, and the constructor's `onReply` arrow puts `this` in it, so a timer made there held
    * the book (and through it the limiter) strongly. Here it holds only the WeakRef; it runs the
    * sweep, or the sync, and schedules itself again at the period in force.
    */
@@ -161,13 +160,18 @@ export class LeaseBook {
     if (this.#sharedClock) releaseSharedClock();
   }
 
-  #granted(lease: Lease): void {
+  #replied(lease: Lease, leased: number, dry: boolean): void {
     if (lease.detached || this.#clock.now() < lease.blockedUntilMs) {
-      drainLease(lease);
-      this.#settle(lease);
-    } else {
-      this.#holding.add(lease);
+      if (leased > 0) {
+        drainLease(lease);
+        this.#settle(lease);
+      }
+      return;
     }
+    // With the sync, a key that asked the store is the next sync's to weigh, leased or not: a
+    // sparse key's take would otherwise keep it out of the sync however busy it became.
+    if (leased > 0 || this.#syncer !== undefined) this.#holding.add(lease);
+    if (dry) this.#denied(lease);
   }
 
   /**
@@ -180,9 +184,7 @@ export class LeaseBook {
    */
   #denied(lease: Lease): void {
     const syncer = this.#syncer;
-    if (syncer === undefined || lease.detached) return;
-    if (!syncer.atLimit(lease, this.#clock.now())) return;
-    this.#holding.add(lease);
+    if (syncer === undefined || !syncer.atLimit(lease, this.#clock.now())) return;
     if (lease.deniedUntilMs < this.#nextTickAtMs) lease.deniedUntilMs = this.#nextTickAtMs;
   }
 
@@ -213,7 +215,7 @@ export class LeaseBook {
       this.expire(lease, now);
       forgetReleased(lease, released);
       if (syncer !== undefined) {
-        if (syncer.keeps(lease) || lease.refill !== undefined) syncer.sync(lease, now);
+        if (syncer.keeps(lease, now) || lease.refill !== undefined) syncer.sync(lease, now);
         else this.#holding.delete(lease);
       } else if (lease.tokens === 0 && lease.grants.length === 0) {
         this.#holding.delete(lease);

@@ -37,8 +37,7 @@ export class Refiller {
   readonly #limits: () => readonly LimitSpec[];
   readonly #queue: LimitFunction;
   #batch: BatchPolicy;
-  #onGrant: (lease: Lease) => void = () => {};
-  #onDenied: (lease: Lease) => void = () => {};
+  #onReply: (lease: Lease, leased: number, dry: boolean) => void = () => {};
 
   constructor(
     store: GuardedStore,
@@ -56,14 +55,12 @@ export class Refiller {
     this.#batch = config.batch;
   }
 
-  /** Called with a lease that just received tokens (the lease book keeps or returns them). */
-  onGrant(hook: (lease: Lease) => void): void {
-    this.#onGrant = hook;
-  }
-
-  /** Called with a lease the store just turned away, or granted tokens that left it nothing. */
-  onDenied(hook: (lease: Lease) => void): void {
-    this.#onDenied = hook;
+  /**
+   * Called with every lease the store just answered for: the tokens it leased, and whether the
+   * key is dry (turned away, or granted tokens that left the bucket with none).
+   */
+  onReply(hook: (lease: Lease, leased: number, dry: boolean) => void): void {
+    this.#onReply = hook;
   }
 
   /** Sizes batches for new limits: the fair share follows the smallest room. */
@@ -239,10 +236,9 @@ export class Refiller {
     const asked = op.reserve !== undefined || op.take !== undefined;
     const deniedUntil = !asked || reply.ok || reply.remaining > 0 ? 0 : now + Math.max(1, reply.retryAfterMs);
     lease.deniedUntilMs = deniedUntil > lease.blockedUntilMs ? deniedUntil : lease.blockedUntilMs;
-    if (leased > 0) this.#onGrant(lease);
     // A grant that left the bucket with nothing: at the key's limit, once it is spent the key is
     // as good as turned away (the lease book judges whether the key is at its limit).
-    if (deniedUntil > 0 || (leased > 0 && reply.remaining === 0)) this.#onDenied(lease);
+    this.#onReply(lease, leased, deniedUntil > 0 || (leased > 0 && reply.remaining === 0));
   }
 
   #lost(op: BucketOp): void {

@@ -7,6 +7,10 @@ import type { Refiller } from './refiller.js';
 const RATE_WEIGHT = 0.25;
 /** Shortest sync period: below it the timer and the ops would cost more than the leases save. */
 export const MIN_SYNC_PERIOD_MS = 20;
+/** Requests a key must expect per lease lifetime for the sync to lease for it: below, it is sparse. */
+const MIN_EXPECTED = 0.5;
+/** How long a sync's round trip may take under load: what the grant it replaces keeps back for. */
+const BRIDGE_MS = 20;
 /** Longest sync period: leases never live much longer than a few seconds. */
 export const MAX_SYNC_PERIOD_MS = 5_000;
 
@@ -85,45 +89,54 @@ export class Syncer {
 
   /** Syncs `lease` at `nowMs` (its expired grants already moved to be handed back). */
   sync(lease: Lease, nowMs: number): void {
-    const elapsed = nowMs - lease.syncedAtMs;
-    if (elapsed > 0) {
-      const sample = (lease.asked - lease.askedAtSync) / elapsed;
-      lease.rate = lease.rate === 0 ? sample : RATE_WEIGHT * sample + (1 - RATE_WEIGHT) * lease.rate;
-    }
+    // Over a period at least: a key first seen a few ms before this sync would otherwise look
+    // as busy as its first request divided by those few ms.
+    const sample = (lease.asked - lease.askedAtSync) / Math.max(nowMs - lease.syncedAtMs, this.#periodMs);
+    lease.rate = lease.rate === 0 ? sample : RATE_WEIGHT * sample + (1 - RATE_WEIGHT) * lease.rate;
     lease.askedAtSync = lease.asked;
     lease.syncedAtMs = nowMs;
     // What the grant this sync replaces still holds goes back with it, but for what the key may
-    // spend before the new grant lands (the grant's last `slack` ms): held tokens take the
-    // bucket's room, and a fleet holding last period's leftovers too outgrows the capacity.
-    const bridging = lease.rate * this.#slackMs;
-    handBackExpiring(lease, nowMs + this.#periodMs, Math.ceil(bridging + 3 * Math.sqrt(bridging)) || 1);
+    // spend while the new grant is on its way: held tokens take the bucket's room, and a fleet
+    // holding last period's leftovers too outgrows it. What the bridge keeps is held a period
+    // more, so it is sized for a round trip under load, not the grant's whole overlap; a request
+    // it does not cover waits for the sync in flight, which costs no call.
+    const bridging = lease.rate * Math.min(this.#slackMs, BRIDGE_MS);
+    handBackExpiring(lease, nowMs + this.#periodMs, Math.round(bridging + 2 * Math.sqrt(bridging)));
     const want = this.#want(lease, nowMs);
     if (want > 0 || owes(lease)) void this.#refiller.sync(lease, want);
   }
 
-  /**
-   * Whether the fleet's demand for `lease`'s key reaches its refill rate, judged by this
-   * instance's demand times the fleet: the rate over the last syncs, or for a key not synced yet,
-   * since it was first seen (over a quarter period at least, so that a key's first few requests
-   * do not pass for a flood).
-   */
+  /** Whether the fleet's demand for `lease`'s key reaches its refill rate: this instance's times the fleet. */
   atLimit(lease: Lease, nowMs: number): boolean {
-    let rate = lease.rate;
-    if (rate === 0) {
-      const elapsed = Math.max(nowMs - lease.syncedAtMs, this.#periodMs / 4);
-      rate = (lease.asked - lease.askedAtSync) / elapsed;
-    }
-    return rate * this.instances >= lease.limit.refillPerMs;
+    return this.#demand(lease, nowMs) * this.instances >= lease.limit.refillPerMs;
   }
 
-  /** Whether `lease` is worth syncing on: it holds tokens, owes reports, or has demand. */
-  keeps(lease: Lease): boolean {
-    return lease.tokens > 0 || lease.grants.length > 0 || lease.rate * this.#config.timing.ttlMs >= 1;
+  /**
+   * This instance's demand for `lease`'s key, tokens per ms: the rate over the last syncs, or for
+   * a key not synced yet, since it was first seen (over a period at least: a key's first request,
+   * times a fleet of `N`, would otherwise pass for a flood).
+   */
+  #demand(lease: Lease, nowMs: number): number {
+    if (lease.rate > 0) return lease.rate;
+    const elapsed = Math.max(nowMs - lease.syncedAtMs, this.#periodMs);
+    return (lease.asked - lease.askedAtSync) / elapsed;
+  }
+
+  /**
+   * Whether `lease` is worth syncing on: it holds tokens, owes reports, or has the demand a sync
+   * leases for (half a request per lease lifetime, `#want`'s threshold: a lower one would drop a
+   * key the sync still serves, and its next request would cost a take of its own).
+   */
+  keeps(lease: Lease, nowMs: number): boolean {
+    if (lease.tokens > 0 || lease.grants.length > 0) return true;
+    return this.#demand(lease, nowMs) * this.#config.timing.ttlMs >= MIN_EXPECTED;
   }
 
   #want(lease: Lease, nowMs: number): number {
     const expected = lease.rate * this.#config.timing.ttlMs;
-    if (expected < 0.5) return 0;
+    // A key already leasing keeps its lease down to half the demand it needed to get one: a rate
+    // near the threshold, measured over a few periods, would otherwise flap in and out of leases.
+    if (expected < (lease.grants.length > 0 ? MIN_EXPECTED / 2 : MIN_EXPECTED)) return 0;
     const needed = Math.ceil(expected + 3 * Math.sqrt(expected));
     // Tokens that outlive the next sync already cover part of the next period.
     let kept = 0;

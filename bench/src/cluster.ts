@@ -1,0 +1,150 @@
+import { recommendedClusterOptions } from '@tiered-limiter/redis';
+import { readCommandStats, startCluster, whenReady } from '@tiered-limiter/test-harness';
+import { columns, decisionWords } from './columns.js';
+import { count, duration, small, times } from './format.js';
+import { loopCell, POLICY_NOTE } from './health.js';
+import { MANY_KEYS } from './key-sets.js';
+import { DECLARED_INSTANCES } from './keys.js';
+import { requestLimiter, rlfRedis, tieredLimiter } from './limiters.js';
+import { BITES_10, peerLimitOf } from './limits.js';
+import type { BenchSettings, Column, RunContext, Section } from './section.js';
+import {
+  awaitedCell,
+  measureOn,
+  measureThroughput,
+  PEER,
+  relateToPeers,
+  type ThroughputRow,
+  type ThroughputTask,
+  taskName,
+} from './throughput.js';
+
+const LIMIT = BITES_10;
+const IN_FLIGHT = 256;
+const MASTERS = 3;
+
+type Topology = 'standalone' | 'cluster';
+const TOPOLOGY_LABEL: Readonly<Record<Topology, string>> = {
+  standalone: '1 master',
+  cluster: `${MASTERS}-master Cluster`,
+};
+
+export interface ClusterTask extends ThroughputTask {
+  readonly topology: Topology;
+  /** The same limiter on one server: the row this one's speed-up is read against. */
+  readonly oneMaster: string;
+}
+
+export interface ClusterRow extends ThroughputRow {
+  readonly topology: Topology;
+  readonly oneMaster: string;
+  /** decisions/s over the same limiter's on one server. */
+  timesOneMaster: number | null;
+}
+
+const LIMITERS: readonly [string, ThroughputTask['make']][] = [
+  [
+    'TieredLimiter',
+    (redis, prefix) =>
+      tieredLimiter(redis, prefix, LIMIT.spec, { maxKeys: MANY_KEYS, instances: DECLARED_INSTANCES }),
+  ],
+  ['RequestLimiter', (redis, prefix) => requestLimiter(redis, prefix, LIMIT.spec)],
+  [PEER, (redis, prefix) => rlfRedis(redis, prefix, peerLimitOf(LIMIT.spec))],
+];
+
+const nameOf = (limiter: string, topology: Topology) =>
+  `${taskName(limiter, 'many', LIMIT, IN_FLIGHT)} · ${TOPOLOGY_LABEL[topology]}`;
+
+export function clusterTasks(): ClusterTask[] {
+  const topologies: readonly Topology[] = ['standalone', 'cluster'];
+  return topologies.flatMap((topology) =>
+    LIMITERS.map(([limiter, make]) => ({
+      name: nameOf(limiter, topology),
+      limiter,
+      keys: 'many' as const,
+      limit: LIMIT,
+      inFlight: IN_FLIGHT,
+      peer: nameOf(PEER, topology),
+      make,
+      topology,
+      oneMaster: nameOf(limiter, 'standalone'),
+    })),
+  );
+}
+
+/**
+ * A row on one server is a throughput row on the run's Redis; a Cluster row starts its own
+ * Cluster of `MASTERS` masters for itself (no replicas, loopback), counts commands summed over
+ * the masters, and has no probe (the probe watches the run's server, not this Cluster).
+ */
+export async function measureCluster(task: ClusterTask, context: RunContext): Promise<ClusterRow> {
+  const extra = { topology: task.topology, oneMaster: task.oneMaster, timesOneMaster: null };
+  if (task.topology === 'standalone') return { ...(await measureThroughput(task, context)), ...extra };
+  const cluster = await startCluster({ masters: MASTERS });
+  try {
+    const client = cluster.cluster(recommendedClusterOptions);
+    await whenReady(client);
+    const row = await measureOn(
+      task,
+      { client, commandStats: () => readCommandStats(client), probe: undefined },
+      context.prefix,
+      context.settings,
+    );
+    return { ...row, ...extra };
+  } finally {
+    await cluster.stop();
+  }
+}
+
+function relate(rows: ClusterRow[]): void {
+  relateToPeers(rows);
+  const byName = new Map(rows.map((row) => [row.name, row]));
+  for (const row of rows) {
+    const one = byName.get(row.oneMaster);
+    row.timesOneMaster = one === undefined ? null : row.opsPerSecond / one.opsPerSecond;
+  }
+}
+
+const COLUMNS: readonly Column<ClusterRow>[] = [
+  { title: 'decisions/s', cell: (r) => count(r.opsPerSecond) },
+  ...columns.decisions<ClusterRow>(),
+  ...columns.latency<ClusterRow>(),
+  { title: 'script calls / 1,000', cell: (r) => small(r.roundTripsPer1000) },
+  {
+    title: 'round trips / 1,000',
+    cell: (r) => (r.storeCalls === null ? '—' : small((1000 * r.storeCalls) / r.decisions)),
+  },
+  { title: 'Redis µs / decision', cell: (r) => small(r.redisUsPerDecision) },
+  { title: 'key-ops / call', cell: (r) => (r.keyOpsPerCall === null ? '—' : small(r.keyOpsPerCall)) },
+  { title: '× 1 master', cell: (r) => (r.timesOneMaster === null ? '—' : times(r.timesOneMaster)) },
+  { title: '× peer', cell: (r) => (r.timesPeer === null ? '—' : times(r.timesPeer)) },
+  { title: 'awaited', cell: (r) => awaitedCell(r.awaitedShare) },
+  columns.loop<ClusterRow>(),
+];
+
+export const clusterSection: Section<ClusterTask, ClusterRow> = {
+  id: 'cluster',
+  title: `Redis Cluster: 100,000 keys at ${LIMIT.short}, ${IN_FLIGHT} in flight, on ${MASTERS} masters and on 1`,
+  usesRedis: true,
+  tasks: () => clusterTasks(),
+  measure: measureCluster,
+  progress: (row) =>
+    `${row.name}: ${count(row.opsPerSecond)} decisions/s (${decisionWords(row)}), p99 ${duration(row.p99Ns)}, ` +
+    `${small(row.roundTripsPer1000)} Redis RT per 1,000, loop ${loopCell(row.health)}`,
+  columns: COLUMNS,
+  group: (row) => TOPOLOGY_LABEL[row.topology],
+  finish: relate,
+  notes: (s: BenchSettings) => [
+    `100,000 keys taken in turn (every decision a cold key: the case that needs Redis most), ${IN_FLIGHT} in ` +
+      `flight, capacity 100 at 10 per second per key; limiters as in the many-keys rows. \`1 master\`: the run's ` +
+      `Redis; \`${MASTERS}-master Cluster\`: a Cluster of ${MASTERS} \`redis-server\` processes on loopback (no ` +
+      'replicas) started for the row, ioredis `Cluster` with `recommendedClusterOptions`. On a Cluster `RedisStore` ' +
+      "sends a script call per slot, and a master's slots' calls as one pipeline: **script calls** (EVALSHA, by " +
+      '`INFO commandstats` summed over the masters) and **round trips** (calls and pipelines, by `RedisStore.stats()`) ' +
+      'differ there; **key-ops / call** is keys per round trip. Per-user keys spread over 16,384 slots, so a ' +
+      `pipeline's script calls carry about one key each. ${s.quick ? 'A quick run warms up briefly.' : 'A full run warms up with one pass over every key.'} ` +
+      'Every server shares the same 2 cores with the bench: a Cluster here shows the cost of spreading, not the ' +
+      'throughput of 3 machines. No probe watches the Cluster (its `other client p99` would be of another server).',
+    POLICY_NOTE,
+  ],
+};

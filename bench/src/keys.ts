@@ -1,0 +1,144 @@
+import { optimisticBound, tokenBucketBound } from '@tiered-limiter/test-harness';
+import { columns, decisionWords } from './columns.js';
+import { count, duration, small, times } from './format.js';
+import { loopCell, POLICY_NOTE } from './health.js';
+import { type KeySet, MANY_KEYS, ZIPF_CHECKED_KEYS } from './key-sets.js';
+import { requestLimiter, rlfRedis, THROUGHPUT_TIMEOUT_MS, tieredLimiter } from './limiters.js';
+import { type BenchLimit, BITES_10, peerLimitOf } from './limits.js';
+import type { BenchSettings, Column, Section } from './section.js';
+import {
+  awaitedCell,
+  measureThroughput,
+  PEER,
+  relateToPeers,
+  type ThroughputRow,
+  type ThroughputTask,
+  taskName,
+} from './throughput.js';
+import { type SlackedBound, windowCell } from './windows.js';
+
+/** The limit of issue 11's many-keys rows: a burst of 100, then 10 per second, per key. */
+const LIMIT: BenchLimit = BITES_10;
+/** The fleet size the two-tier limiters are told: the default they assume, and within the optimistic rule. */
+export const DECLARED_INSTANCES = 4;
+/** Optimistic cold start: one token per key on credit, at most once a second per key. */
+export const OPTIMISTIC = { mode: 'optimistic', credit: 1, spacingMs: 1000 } as const;
+const IN_FLIGHT = [64, 256] as const;
+const SHAPES: readonly KeySet[] = ['zipf', 'many'];
+
+const { capacity, refillPerSecond } = LIMIT.spec;
+/**
+ * What a lease may borrow in these rows: the sync period of the declared fleet (the one process is
+ * the only live instance, and the declared size is the floor): `instances ÷ 200/s`, at least 20 ms.
+ */
+const SYNC_PERIOD_MS = Math.max(20, (DECLARED_INSTANCES / 200) * 1000);
+const exactBound: SlackedBound = (slackMs) =>
+  tokenBucketBound(capacity, refillPerSecond, SYNC_PERIOD_MS + slackMs);
+/**
+ * Every row runs in one process: one instance starts keys on credit, so the optimistic term is
+ * that one instance's, `1 · credit · (1 + ⌊W / spacing⌋)`.
+ */
+const optimisticTerms = { instances: 1, credit: OPTIMISTIC.credit, spacingMs: OPTIMISTIC.spacingMs };
+const optimisticSlacked: SlackedBound = (slackMs) =>
+  optimisticBound(capacity, refillPerSecond, optimisticTerms, SYNC_PERIOD_MS + slackMs);
+
+const CHECKED = Array.from({ length: ZIPF_CHECKED_KEYS }, (_, i) => `user:${i}`);
+const exactCheck = { keys: CHECKED, bound: exactBound };
+/** The per-request limiter borrows nothing: one bucket's `C + r·W`. */
+const requestCheck = {
+  keys: CHECKED,
+  bound: ((slackMs) => tokenBucketBound(capacity, refillPerSecond, slackMs)) as SlackedBound,
+};
+
+const LIMITERS: readonly [string, ThroughputTask['make'], ThroughputTask['checked']][] = [
+  [
+    'TieredLimiter',
+    (redis, prefix) =>
+      tieredLimiter(redis, prefix, LIMIT.spec, { maxKeys: MANY_KEYS, instances: DECLARED_INSTANCES }),
+    exactCheck,
+  ],
+  [
+    'TieredLimiter (optimistic)',
+    (redis, prefix) =>
+      tieredLimiter(redis, prefix, LIMIT.spec, {
+        maxKeys: MANY_KEYS,
+        instances: DECLARED_INSTANCES,
+        coldStart: OPTIMISTIC,
+      }),
+    { keys: CHECKED, bound: optimisticSlacked, pieceMs: OPTIMISTIC.spacingMs },
+  ],
+  ['RequestLimiter', (redis, prefix) => requestLimiter(redis, prefix, LIMIT.spec), requestCheck],
+  [PEER, (redis, prefix) => rlfRedis(redis, prefix, peerLimitOf(LIMIT.spec)), undefined],
+];
+
+export function keysTasks(): ThroughputTask[] {
+  return SHAPES.flatMap((keys) =>
+    IN_FLIGHT.flatMap((inFlight) =>
+      LIMITERS.map(([limiter, make, checked]) => ({
+        name: taskName(limiter, keys, LIMIT, inFlight),
+        limiter,
+        keys,
+        limit: LIMIT,
+        inFlight,
+        peer: taskName(PEER, keys, LIMIT, inFlight),
+        make,
+        ...(checked === undefined ? {} : { checked }),
+      })),
+    ),
+  );
+}
+
+const GROUPS: Readonly<Record<string, string>> = {
+  zipf: "100,000 keys drawn by Zipf's law (s = 1): the hottest keys at their limit, most keys seldom seen",
+  many: '100,000 keys taken in turn: each comes back every few seconds, below its limit',
+};
+
+const COLUMNS: readonly Column<ThroughputRow>[] = [
+  { title: 'decisions/s', cell: (r) => count(r.opsPerSecond) },
+  ...columns.decisions<ThroughputRow>(),
+  ...columns.latency<ThroughputRow>(),
+  columns.roundTrips<ThroughputRow>(),
+  { title: 'Redis µs / decision', cell: (r) => small(r.redisUsPerDecision) },
+  { title: 'key-ops / call', cell: (r) => (r.keyOpsPerCall === null ? '—' : small(r.keyOpsPerCall)) },
+  { title: '× peer', cell: (r) => (r.timesPeer === null ? '—' : times(r.timesPeer)) },
+  { title: 'awaited', cell: (r) => awaitedCell(r.awaitedShare) },
+  { title: 'worst window (10 hottest keys)', cell: (r) => windowCell(r.window) },
+  columns.loop<ThroughputRow>(),
+  columns.probe<ThroughputRow>(),
+];
+
+export const keysSection: Section<ThroughputTask, ThroughputRow> = {
+  id: 'keys',
+  title: `Many keys: 100,000 keys at ${LIMIT.short} (capacity 100, 10 per second) each, 64 and 256 in flight`,
+  usesRedis: true,
+  tasks: () => keysTasks(),
+  measure: measureThroughput,
+  progress: (row) =>
+    `${row.name}: ${count(row.opsPerSecond)} decisions/s (${decisionWords(row)}), p99 ${duration(row.p99Ns)}, ` +
+    `${small(row.roundTripsPer1000)} Redis RT per 1,000, ${small(row.redisUsPerDecision)} Redis µs per decision, ` +
+    `${row.keyOpsPerCall === null ? '—' : small(row.keyOpsPerCall)} key-ops per call, loop ${loopCell(row.health)}`,
+  columns: COLUMNS,
+  group: (row) => GROUPS[row.keySet] ?? row.keySet,
+  finish: relateToPeers,
+  notes: (s: BenchSettings) => [
+    "**Keys**: `100k keys Zipf` draws each request's key from 100,000 by Zipf's law (s = 1; a fixed sequence of " +
+      '2²⁰ draws, the same for every row): the hottest key gets 8 % of the requests and denials, the hottest 400 ' +
+      'half of them, and most keys are seen once in a long while (sparse). `100k keys` takes them in turn, as ' +
+      'issue 11 measured: each key comes back every few seconds, always below its limit, so nearly every decision ' +
+      'is a cold key. A full run warms the in-turn rows up with one pass over every key (each key then has state); ' +
+      `a quick run does not. Each row: a fresh limiter, ${s.warmupMs} ms of warm-up, then ${count(s.measureMs)} ms.`,
+    `**Limiters**: \`TieredLimiter\` with its defaults (the periodic sync, exact cold start), told \`instances: ${DECLARED_INSTANCES}\`; ` +
+      `\`(optimistic)\` adds \`coldStart: { mode: 'optimistic', credit: ${OPTIMISTIC.credit}, spacingMs: ${OPTIMISTIC.spacingMs} }\`; ` +
+      `\`RequestLimiter\`; store timeout ${THROUGHPUT_TIMEOUT_MS} ms, \`failurePolicy: open\`. The peer is ` +
+      "rate-limiter-flexible's `RateLimiterRedis`, 10 points per 1 s, with its in-memory block and insurance limiter.",
+    '**Redis RT / 1,000** and **Redis µs / decision**: script calls (EVALSHA, EVAL, EXEC) per 1,000 decisions and ' +
+      'their server time per decision, from `INFO commandstats` over the timed part. **key-ops / call**: bucket keys ' +
+      "per round trip by the limiter's own `RedisStore.stats()` (`keys ÷ calls`): how much each call carries.",
+    '**Worst window**: admissions of the 10 hottest keys (`user:0` … `user:9`), stamped when each decision is known, ' +
+      'against the bound of the mode: `C + r·W` for the per-request limiter, `C + r·(W + T)` for the two-tier one ' +
+      '(`T` = 20 ms, the sync period of the 4 instances it is told of), plus `1 · credit · (1 + ⌊W / spacingMs⌋)` ' +
+      'for the optimistic one (one process, so one instance admits on credit); each window allows the longest wait ' +
+      'of the row more refill, for stamps taken after the store decided.',
+    POLICY_NOTE,
+  ],
+};
