@@ -119,6 +119,10 @@ export class RedisStore implements GlobalStore {
     return this.#coalescer.stats();
   }
 
+  /**
+   * Applies one op atomically in `apply.lua`; ops submitted in the same tick to one master share
+   * a round trip.
+   */
   apply(op: BucketOp): Promise<BucketReply> {
     const keys = bucketKeys(this.#prefix, op.key, op.limits, this.#shards);
     const slot = this.#client.isCluster ? calculateSlot(keys[0]!) : 0;
@@ -151,6 +155,7 @@ export class RedisStore implements GlobalStore {
     });
   }
 
+  /** Deletes `key`'s bucket keys: its next op finds them full. */
   reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
     return this.#client.del(bucketKeys(this.#prefix, key, limits, this.#shards)).catch((error: unknown) => {
       throw failure('reset', error);

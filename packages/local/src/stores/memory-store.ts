@@ -77,6 +77,7 @@ export class MemoryStore implements GlobalStore {
     return this.#buckets.size;
   }
 
+  /** Applies one op to its buckets at once, on this store's clock, as `apply.lua` does. */
   apply(op: BucketOp): Promise<BucketReply> {
     // Shared buckets count whole µs (see SharedBucketState), as Redis's TIME does.
     const now = Math.round(this.#clock.now() * 1000);
@@ -97,6 +98,7 @@ export class MemoryStore implements GlobalStore {
     return Promise.resolve(reply);
   }
 
+  /** Marks `instance` alive for `ttlMs` and resolves how many instances are alive now. */
   heartbeat(instance: string, ttlMs: number): Promise<number> {
     const now = this.#clock.now();
     this.#instances.set(instance, now + ttlMs);
@@ -104,6 +106,7 @@ export class MemoryStore implements GlobalStore {
     return Promise.resolve(this.#instances.size);
   }
 
+  /** Forgets `key`'s buckets: its next op finds them full. */
   reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
     for (const spec of limits) this.#buckets.delete(entryKey(key, spec));
     return Promise.resolve();
