@@ -34,9 +34,12 @@ function busyLoop(ms: number): void {
   }
 }
 
-/** Lets microtasks run (never I/O, never a timer) until `sent` says every op left, at most 1,000 turns. */
+/**
+ * Lets promise jobs and ticks run (never I/O, never a timer) until `sent` says every op left, at
+ * most 1,000 turns: the store flushes from a tick queued once the promise jobs have run.
+ */
 async function untilSent(sent: () => boolean): Promise<void> {
-  for (let turn = 0; turn < 1_000 && !sent(); turn++) await null;
+  for (let turn = 0; turn < 1_000 && !sent(); turn++) await new Promise<void>((tick) => process.nextTick(tick));
 }
 
 const makers = {
