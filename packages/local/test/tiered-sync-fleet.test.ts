@@ -35,6 +35,28 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
     expect(promised).toEqual([0, 5]);
   });
 
+  it('costs a key seen once one op, and nothing at the syncs; a key seen twice within a period is leased', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new CountingStore(new MemoryStore({ clock }));
+    // One instance: the sync runs every 20 ms, its shortest period.
+    const l = limiter(store, clock, { limits: defineLimit({ capacity: 100, refillPerSecond: 10 }), instances: 1 });
+    for (let i = 0; i < 1000; i++) {
+      expect((l.tryConsume(`once-${i}`) ?? (await l.consume(`once-${i}`))).allowed).toBe(true);
+      if (i % 10 === 9) await advance(2);
+    }
+    await advance(1000);
+    const onceOps = store.ops.filter((op) => op.key.startsWith('once-'));
+    expect(onceOps.length).toBe(1000);
+    expect(onceOps.every((op) => op.take === 1 && op.reserve === undefined)).toBe(true);
+    // Twice within 10 ms: fifty a second is a rate, and the next sync leases for it.
+    for (let i = 0; i < 2; i++) {
+      l.tryConsume('twice') ?? (await l.consume('twice'));
+      await advance(10);
+    }
+    await advance(20);
+    expect(store.ops.some((op) => op.key === 'twice' && (op.reserve?.want ?? 0) > 0)).toBe(true);
+  });
+
   it('borrows one sync period of refill in every take and lease; without the sync, none', async () => {
     const { clock, advance } = fakeTime();
     const synced = new CountingStore(new MemoryStore({ clock }));

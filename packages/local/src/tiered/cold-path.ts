@@ -42,6 +42,7 @@ export class ColdPath {
   async consume(key: string, cost: number): Promise<Decision> {
     const { store, book, clock } = this.#parts;
     let lease = this.#parts.leaseFor(key);
+    if (lease.firstCost === 0) lease.firstCost = cost;
     for (let attempt = 0; ; attempt++) {
       // Evicted while this request waited: its tokens went back; carry on with a fresh lease.
       if (lease.detached) lease = this.#parts.leaseFor(key);
@@ -86,6 +87,7 @@ export class ColdPath {
     if (coldStart === undefined || cost > coldStart.credit || store.guard.degraded) return undefined;
     if (!coldStart.claim(key, clock.now())) return undefined;
     const lease = this.#parts.leaseFor(key);
+    if (lease.firstCost === 0) lease.firstCost = cost;
     lease.debt += cost;
     lease.asked += cost;
     void this.#refiller.settle(lease);

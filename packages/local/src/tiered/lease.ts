@@ -69,6 +69,11 @@ export class Lease {
    * and stop asking for its share.
    */
   asked = 0;
+  /**
+   * Tokens the key's first request here asked: it starts the clock on the key's demand and says
+   * nothing of a rate, so the first estimate leaves it out.
+   */
+  firstCost = 0;
   /** `asked` when the last refill was sent. */
   askedAtRefill = 0;
   /** `asked` at the last periodic sync. */

@@ -8,9 +8,11 @@ const RATE_WEIGHT = 0.25;
 /** Shortest sync period: below it the timer and the ops would cost more than the leases save. */
 export const MIN_SYNC_PERIOD_MS = 20;
 /** Requests a key must expect per lease lifetime for the sync to lease for it: below, it is sparse. */
-const MIN_EXPECTED = 0.5;
+const MIN_EXPECTED = 0.35;
 /** How long a sync's round trip may take under load: what the grant it replaces keeps back for. */
 const BRIDGE_MS = 20;
+/** The longest a key seen once is taken to stay away: its demand is one request over this, at most. */
+const ONE_REQUEST_MS = 1_000;
 /** Longest sync period: leases never live much longer than a few seconds. */
 export const MAX_SYNC_PERIOD_MS = 5_000;
 
@@ -89,10 +91,9 @@ export class Syncer {
 
   /** Syncs `lease` at `nowMs` (its expired grants already moved to be handed back). */
   sync(lease: Lease, nowMs: number): void {
-    // Over a period at least: a key first seen a few ms before this sync would otherwise look
-    // as busy as its first request divided by those few ms.
-    const sample = (lease.asked - lease.askedAtSync) / Math.max(nowMs - lease.syncedAtMs, this.#periodMs);
-    lease.rate = lease.rate === 0 ? sample : RATE_WEIGHT * sample + (1 - RATE_WEIGHT) * lease.rate;
+    const sample = this.#sample(lease, nowMs);
+    const current = this.#rated(lease, nowMs);
+    lease.rate = current ? RATE_WEIGHT * sample + (1 - RATE_WEIGHT) * lease.rate : sample;
     lease.askedAtSync = lease.asked;
     lease.syncedAtMs = nowMs;
     // What the grant this sync replaces still holds goes back with it, but for what the key may
@@ -102,7 +103,7 @@ export class Syncer {
     // it does not cover waits for the sync in flight, which costs no call.
     const bridging = lease.rate * Math.min(this.#slackMs, BRIDGE_MS);
     handBackExpiring(lease, nowMs + this.#periodMs, Math.round(bridging + 2 * Math.sqrt(bridging)));
-    const want = this.#want(lease, nowMs);
+    const want = this.#want(lease, nowMs, current || lease.grants.length > 0);
     if (want > 0 || owes(lease)) void this.#refiller.sync(lease, want);
   }
 
@@ -112,31 +113,54 @@ export class Syncer {
   }
 
   /**
-   * This instance's demand for `lease`'s key, tokens per ms: the rate over the last syncs, or for
-   * a key not synced yet, since it was first seen (over a period at least: a key's first request,
-   * times a fleet of `N`, would otherwise pass for a flood).
+   * This instance's demand for `lease`'s key, tokens per ms: the rate over the last syncs while
+   * they are recent, else what was asked since the last one (a key the sync let go, back now).
    */
   #demand(lease: Lease, nowMs: number): number {
-    if (lease.rate > 0) return lease.rate;
+    return this.#rated(lease, nowMs) ? lease.rate : this.#sample(lease, nowMs);
+  }
+
+  /**
+   * Whether `lease`'s rate is current: synced in the last two periods. A key the sync let go
+   * keeps its last rate, below what the sync leases for; judged by it when it came back busy, it
+   * was let go at every sync, and each of its requests was a take.
+   */
+  #rated(lease: Lease, nowMs: number): boolean {
+    return lease.rate > 0 && nowMs - lease.syncedAtMs <= 2 * this.#periodMs;
+  }
+
+  /**
+   * Tokens per ms asked since the last sync, over a period at least. A key never synced is
+   * measured from its first request, which only starts the clock; a key seen once is taken to
+   * come back within a second at most. Counted as a rate, one request 20 ms before a sync read as
+   * 50 a second, and 100,000 keys each seen once got a lease each and a sync op every period
+   * until their rates decayed (13 Redis commands per decision).
+   */
+  #sample(lease: Lease, nowMs: number): number {
     const elapsed = Math.max(nowMs - lease.syncedAtMs, this.#periodMs);
-    return (lease.asked - lease.askedAtSync) / elapsed;
+    if (lease.askedAtSync > 0 || lease.firstCost === 0) return (lease.asked - lease.askedAtSync) / elapsed;
+    const after = lease.asked - lease.firstCost;
+    return after > 0 ? after / elapsed : lease.asked / Math.max(elapsed, ONE_REQUEST_MS);
   }
 
   /**
    * Whether `lease` is worth syncing on: it holds tokens, owes reports, or has the demand a sync
-   * leases for (half a request per lease lifetime, `#want`'s threshold: a lower one would drop a
-   * key the sync still serves, and its next request would cost a take of its own).
+   * leases for (`#want`'s threshold: a lower one would drop a key the sync still serves, and its
+   * next request would cost a take of its own). A key synced lately keeps the lower threshold of
+   * a key that leases, so that a rate near it, measured over a few periods, does not flap.
    */
   keeps(lease: Lease, nowMs: number): boolean {
     if (lease.tokens > 0 || lease.grants.length > 0) return true;
-    return this.#demand(lease, nowMs) * this.#config.timing.ttlMs >= MIN_EXPECTED;
+    const threshold = this.#rated(lease, nowMs) ? MIN_EXPECTED / 2 : MIN_EXPECTED;
+    return this.#demand(lease, nowMs) * this.#config.timing.ttlMs >= threshold;
   }
 
-  #want(lease: Lease, nowMs: number): number {
+  #want(lease: Lease, nowMs: number, leasing: boolean): number {
     const expected = lease.rate * this.#config.timing.ttlMs;
-    // A key already leasing keeps its lease down to half the demand it needed to get one: a rate
-    // near the threshold, measured over a few periods, would otherwise flap in and out of leases.
-    if (expected < (lease.grants.length > 0 ? MIN_EXPECTED / 2 : MIN_EXPECTED)) return 0;
+    // A key already leasing (or synced lately) keeps its lease down to half the demand it needed
+    // to get one: a rate near the threshold, measured over a few periods, would otherwise flap
+    // in and out of leases.
+    if (expected < (leasing ? MIN_EXPECTED / 2 : MIN_EXPECTED)) return 0;
     const needed = Math.ceil(expected + 3 * Math.sqrt(expected));
     // Tokens that outlive the next sync already cover part of the next period.
     let kept = 0;
@@ -163,7 +187,7 @@ export class Syncer {
     this.#config.timing.holdMs = ttlMs + this.#periodMs + this.#config.graceMs;
     // Leases may borrow one period of refill: the fleet's leases then fit a period's demand and
     // its spread beside the capacity, at `rate × T` on the bound (docs/ACCURACY.md).
-    this.#config.timing.aheadMs = process.env.NOAHEAD ? 0 : this.#periodMs;
+    this.#config.timing.aheadMs = this.#periodMs;
     this.#refiller.competitors(this.instances, ttlMs);
   }
 }
