@@ -2,9 +2,10 @@ import { allowDecision, type Decision, denyDecision } from '@tiered-limiter/core
 import { decisionOf } from '../guard/guarded-store.js';
 import type { ColdStart } from './cold-start.js';
 import type { KeyParts } from './key-admin.js';
-import { rememberedDenial, spend } from './lease.js';
+import { type Lease, rememberedDenial, spend } from './lease.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
+import { touchSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
 
 /** Refills one request waits through before it stops losing the race to other waiters. */
@@ -36,6 +37,21 @@ export class ColdPath {
     this.#counters = counters;
     this.#coldStart = coldStart;
     this.#timing = timing;
+  }
+
+  /**
+   * The hot path's remembered denial of `lease` at `nowMs`; with `onRealClock`, the real clock
+   * is read first (the shared clock thread may read early), and `undefined` when it is over.
+   */
+  remembered(lease: Lease, cost: number, nowMs: number, onRealClock: boolean): Decision | undefined {
+    let now = nowMs;
+    if (onRealClock) {
+      touchSharedClock();
+      now = this.#parts.clock.now();
+      if (now >= lease.deniedUntilMs) return undefined;
+    }
+    lease.asked += cost;
+    return this.#parts.store.count(rememberedDenial(lease, cost, now, this.#timing.aheadMs, 'lease'));
   }
 
   /** Takes `cost` tokens for `key` once the hot path has said it cannot. Never rejects. */

@@ -1,13 +1,10 @@
 import type { Clock } from '@tiered-limiter/core';
-import { drainLease, expireGrants, forgetReleased, type Lease } from './lease.js';
+import { drainLease, expireGrants, forgetReleased, type Lease, owes } from './lease.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 import { releaseSharedClock, touchSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
 import type { Syncer } from './sync.js';
-
-/** Leases evicted while the store was away, kept to hand back once it answers, at most. */
-const MAX_OWING = 10_000;
 
 /**
  * The lease lifecycle of a two-tier limiter, beside its hot path: leases that hold tokens, the
@@ -193,8 +190,11 @@ export class LeaseBook {
     this.#pending.add(settle);
     void settle.then((ok) => {
       this.#pending.delete(settle);
-      // Refused (the breaker is open): keep it and try again once the store answers.
-      if (!ok && lease.detached && this.#owing.size < MAX_OWING) this.#owing.add(lease);
+      // Refused (the breaker is open): keep what it owes and try again once the store answers.
+      // Each key is one entry (its hand-backs summed in its grants), as many as the table holds
+      // at most; a lease that owes nothing (a key first seen during the outage) is not kept.
+      const owing = owes(lease) || lease.debt > 0;
+      if (!ok && owing && lease.detached && this.#owing.size < this.#config.maxKeys) this.#owing.add(lease);
       else if (ok) this.#owing.delete(lease);
     });
   }

@@ -14,9 +14,8 @@ import {
   assertAcquireOptions,
   KeyedQueue,
 } from '../acquire.js';
-import { type Lease, nextHead, rememberedDenial, spend } from './lease.js';
+import { type Lease, nextHead, spend } from './lease.js';
 import type { TieredLimiterOptions } from './options.js';
-import { touchSharedClock } from './shared-clock.js';
 import { type TieredLimiterEvents, type TieredLimiterStats, tieredStats } from './stats.js';
 import { type TieredParts, wireTiered } from './wiring.js';
 
@@ -26,11 +25,10 @@ const { assertCost, assertKey, assertLimits, smallestCapacity } = internal;
 const NO_KEY = Symbol('no key');
 
 /**
- * The two-tier limiter: most decisions come from tokens this instance leased in batches from the
- * shared store, with no round trip and no promise (`tryConsume`); leases come with a periodic
- * sync (or on demand), expired tokens go back, and global denials are remembered until the bucket
- * can have tokens again. The store holds leased tokens against the bucket's room until they are
- * spent or handed back, so the fleet admits no more than the one bucket would (docs/ACCURACY.md).
+ * The two-tier limiter: most decisions come from tokens this instance leased from the shared store,
+ * with no round trip and no promise (`tryConsume`); leases come with a periodic sync (or on demand),
+ * expired tokens go back, and global denials are remembered until the bucket can have tokens again.
+ * The fleet admits at most `C + r·(W + T)` in any window `W`, `T` the sync period (docs/ACCURACY.md).
  * While the store is away the `failurePolicy` decides, leftover leased tokens first.
  *
  * @example
@@ -122,10 +120,11 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     if (now < lease.deniedUntilMs) {
       // A clock thread starved of CPU reads early, which only keeps a denial a little past its
       // end; every 256th remembered denial checks the real clock so that it cannot keep it long.
-      if (view !== undefined && (++this.#denials & 255) === 0) return this.#denyOnRealClock(lease, cost);
-      lease.asked += cost;
-      return this.#parts.store.count(
-        rememberedDenial(lease, cost, now, this.#parts.config.timing.aheadMs, 'lease'),
+      return this.#parts.cold.remembered(
+        lease,
+        cost,
+        now,
+        view !== undefined && (++this.#denials & 255) === 0,
       );
     }
     return undefined;
@@ -139,16 +138,6 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     counts.lease++;
     counts.allowed++;
     return allowDecision(lease.tokens + lease.globalRemaining, lease.resetMs, lease.limit, 'lease');
-  }
-
-  #denyOnRealClock(lease: Lease, cost: number): Decision | undefined {
-    touchSharedClock();
-    const now = this.#parts.clock.now();
-    if (now >= lease.deniedUntilMs) return undefined;
-    lease.asked += cost;
-    return this.#parts.store.count(
-      rememberedDenial(lease, cost, now, this.#parts.config.timing.aheadMs, 'lease'),
-    );
   }
 
   /**
@@ -210,14 +199,13 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     this.#parts.admin.block(key, ms);
   }
 
-  /** Replaces the limits; keys keep their state, leases follow at their next refill. */
+  /** Replaces the limits; keys keep their state, leased tokens go back, the next leases follow. */
   setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
     const next = assertLimits('limits', limits);
     this.#parts.store.setLimits(next);
     this.#limits = next;
     this.#maxCost = smallestCapacity(next);
     this.#parts.refiller.resize(next);
-    // Leases granted under the old limits go back; the next ones follow the new.
     for (const lease of this.#leases.values()) this.#parts.book.drain(lease);
   }
 
@@ -234,8 +222,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
   close(): Promise<void> {
     if (this.#closed === undefined) {
       this.#closing.abort();
-      this.#lastKey = NO_KEY;
-      this.#lastLease = undefined;
+      this.#forgetLast();
       const leases = [...this.#leases.values()];
       this.#closed = this.#parts.book
         .close(leases, () => this.#leases.clear())
@@ -253,10 +240,12 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
   }
 
   #evicted(lease: Lease): void {
-    if (this.#lastLease === lease) {
-      this.#lastKey = NO_KEY;
-      this.#lastLease = undefined;
-    }
+    if (this.#lastLease === lease) this.#forgetLast();
     this.#parts.book.evicted(lease);
+  }
+
+  #forgetLast(): void {
+    this.#lastKey = NO_KEY;
+    this.#lastLease = undefined;
   }
 }
