@@ -164,7 +164,9 @@ describe('pnpm bench --quick', () => {
     const hit = byName.get('TieredLimiter · lease hit (MemoryStore) · ceiling')!;
     expect(finite(hit.timesPeer)).toBe(true);
     // The row times the hit path: a miss (the lease ran dry) would time the way to the promise.
-    expect(hit.misses as number).toBeLessThanOrEqual(0.01 * ((hit.allowed as number) + (hit.misses as number)));
+    expect(hit.misses as number).toBeLessThanOrEqual(
+      0.01 * ((hit.allowed as number) + (hit.misses as number)),
+    );
   });
 
   it('produces every Redis row, accounting for every decision, at limits that bite and at the ceiling', () => {

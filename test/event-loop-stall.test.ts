@@ -39,7 +39,8 @@ function busyLoop(ms: number): void {
  * most 1,000 turns: the store flushes from a tick queued once the promise jobs have run.
  */
 async function untilSent(sent: () => boolean): Promise<void> {
-  for (let turn = 0; turn < 1_000 && !sent(); turn++) await new Promise<void>((tick) => process.nextTick(tick));
+  for (let turn = 0; turn < 1_000 && !sent(); turn++)
+    await new Promise<void>((tick) => process.nextTick(tick));
 }
 
 const makers = {

@@ -39,7 +39,10 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
     const { clock, advance } = fakeTime();
     const store = new CountingStore(new MemoryStore({ clock }));
     // One instance: the sync runs every 20 ms, its shortest period.
-    const l = limiter(store, clock, { limits: defineLimit({ capacity: 100, refillPerSecond: 10 }), instances: 1 });
+    const l = limiter(store, clock, {
+      limits: defineLimit({ capacity: 100, refillPerSecond: 10 }),
+      instances: 1,
+    });
     for (let i = 0; i < 1000; i++) {
       expect((l.tryConsume(`once-${i}`) ?? (await l.consume(`once-${i}`))).allowed).toBe(true);
       if (i % 10 === 9) await advance(2);
