@@ -1,15 +1,10 @@
 import { defineLimit } from '@tiered-limiter/core';
 import { TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
 import { RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
-import {
-  type RedisServer,
-  startRedis,
-  stopwatch,
-  uniquePrefix,
-  whenReady,
-} from '@tiered-limiter/test-harness';
+import { stopwatch, uniquePrefix, whenReady } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
+import { redisForFile } from './src/redis-for-file.js';
 
 // Issue 9 §2: close() returns unspent leased tokens whenever the store answers within its wait,
 // breaker or not; hand-backs owed while the store was away are sent once it answers; waiting
@@ -19,15 +14,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 const LIMIT = defineLimit({ capacity: 1000, refillPerSecond: 0.001, name: 'close' });
 const TIMEOUT_MS = 20;
 
-let server: RedisServer;
+const server = redisForFile();
 const clients: Redis[] = [];
-beforeAll(async () => {
-  server = await startRedis();
-});
 afterEach(async () => {
   for (const c of clients.splice(0)) c.disconnect();
 });
-afterAll(() => server.stop());
 
 /** Two modes a lease comes from: the periodic sync (default) and refills on demand. */
 const MODES: { name: string; options: Partial<TieredLimiterOptions> }[] = [

@@ -1,16 +1,20 @@
 import { type Decision, defineLimit, type FailurePolicy } from '@tiered-limiter/core';
 import type { RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
-import { createRedisLimiter, createTieredLimiter, RedisStore } from '@tiered-limiter/redis';
+import {
+  createRedisLimiter,
+  createTieredLimiter,
+  RedisStore,
+  type RedisStoreOptions,
+} from '@tiered-limiter/redis';
 import {
   CLIENT_KINDS,
   type ClientKind,
   connectServer,
   type KindClient,
-  type RedisServer,
-  startRedis,
   uniquePrefix,
 } from '@tiered-limiter/test-harness';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { redisForFile } from './src/redis-for-file.js';
 
 // Faults are real: the server is paused, killed, restarted, its scripts flushed. Budgets carry
 // a margin a loaded 2-core machine keeps: a decision while Redis is away comes back within the
@@ -23,14 +27,13 @@ const LIMIT = defineLimit({ capacity: 40, refillPerSecond: 20 });
 const SLOW = defineLimit({ capacity: 40, refillPerSecond: 0.001, name: 'slow' });
 const INSTANCES = 4; // the local fallback admits 40 / 4 = 10 per key at once, then 5/s
 
-let server: RedisServer;
+const server = redisForFile();
 const clients: KindClient[] = [];
 const limiters: (TieredLimiter | RequestLimiter)[] = [];
 const unhandled: unknown[] = [];
 const onUnhandled = (reason: unknown) => unhandled.push(reason);
 
-beforeAll(async () => {
-  server = await startRedis();
+beforeAll(() => {
   process.on('unhandledRejection', onUnhandled);
 });
 afterEach(async () => {
@@ -38,9 +41,8 @@ afterEach(async () => {
   for (const c of clients.splice(0)) c.close();
   expect(unhandled).toEqual([]);
 });
-afterAll(async () => {
+afterAll(() => {
   process.off('unhandledRejection', onUnhandled);
-  await server.stop();
 });
 
 /** The client library the limiters under test use; the admin connection is always ioredis. */
@@ -56,15 +58,20 @@ function admin() {
   return server.client();
 }
 
+/** What every limiter under test is given: a connection of its own, coalescing or not, and the timeout. */
+async function onRedis(
+  coalesce: boolean,
+  prefix: string,
+): Promise<RedisStoreOptions & { timeoutMs: number }> {
+  return { redis: await connect(), coalesce: coalesce ? undefined : false, prefix, timeoutMs: TIMEOUT_MS };
+}
+
 async function tiered(policy: FailurePolicy, coalesce = true): Promise<TieredLimiter> {
   const limiter = createTieredLimiter({
-    redis: await connect(),
-    coalesce: coalesce ? undefined : false,
-    prefix: uniquePrefix('fault'),
+    ...(await onRedis(coalesce, uniquePrefix('fault'))),
     limits: LIMIT,
     failurePolicy: policy,
     instances: INSTANCES,
-    timeoutMs: TIMEOUT_MS,
   });
   limiters.push(limiter);
   return limiter;
@@ -72,12 +79,9 @@ async function tiered(policy: FailurePolicy, coalesce = true): Promise<TieredLim
 
 async function perRequest(policy: 'open' | 'closed', coalesce = true): Promise<RequestLimiter> {
   const limiter = createRedisLimiter({
-    redis: await connect(),
-    coalesce: coalesce ? undefined : false,
-    prefix: uniquePrefix('fault'),
+    ...(await onRedis(coalesce, uniquePrefix('fault'))),
     limits: LIMIT,
     failurePolicy: policy,
-    timeoutMs: TIMEOUT_MS,
   });
   limiters.push(limiter);
   return limiter;
@@ -97,6 +101,12 @@ async function drive(limiter: TieredLimiter | RequestLimiter, count: number, key
     out.push({ decision, ms: performance.now() - start });
   }
   return out;
+}
+
+/** `limiter` after `count` decisions on a healthy Redis: connected, its scripts loaded. */
+async function warmedUp<L extends TieredLimiter | RequestLimiter>(limiter: L, count: number): Promise<L> {
+  await drive(limiter, count, (i) => `warm-${i}`);
+  return limiter;
 }
 
 /** Decides on fresh keys until one is answered by Redis again; returns how long that took. */
@@ -154,8 +164,7 @@ describe.each(CLIENT_KINDS)('with %s', (clientKind) => {
     'TieredLimiter, failurePolicy %s, on a real Redis fault',
     (policy) => {
       it('CLIENT PAUSE: every decision within the timeout, by policy; back on Redis within 2 s', async () => {
-        const limiter = await tiered(policy);
-        await drive(limiter, 5, (i) => `warm-${i}`);
+        const limiter = await warmedUp(await tiered(policy), 5);
         await admin().call('CLIENT', 'PAUSE', '1000');
         const during = await drive(limiter, 40, (i) => `paused-${i}`);
         expectByPolicy(during, policy);
@@ -170,8 +179,7 @@ describe.each(CLIENT_KINDS)('with %s', (clientKind) => {
       });
 
       it('killed, then restarted: decisions by policy while it is gone, from Redis once it is back', async () => {
-        const limiter = await tiered(policy);
-        await drive(limiter, 5, (i) => `warm-${i}`);
+        const limiter = await warmedUp(await tiered(policy), 5);
         await server.kill();
         const during = await drive(limiter, 40, (i) => `down-${i}`);
         expectByPolicy(during, policy);
@@ -205,8 +213,7 @@ describe.each(CLIENT_KINDS)('with %s', (clientKind) => {
     'RequestLimiter, failurePolicy %s, on a real Redis fault',
     (policy) => {
       it('CLIENT PAUSE and a kill: within the timeout, by policy, and back', async () => {
-        const limiter = await perRequest(policy);
-        await drive(limiter, 3, (i) => `warm-${i}`);
+        const limiter = await warmedUp(await perRequest(policy), 3);
         await admin().call('CLIENT', 'PAUSE', '1000');
         expectByPolicy(await drive(limiter, 30, (i) => `paused-${i}`), policy);
         expect(await msUntilRedisAnswers(limiter, 'after-pause')).toBeLessThanOrEqual(
@@ -224,12 +231,9 @@ describe.each(CLIENT_KINDS)('with %s', (clientKind) => {
     it('RequestLimiter: each waiting request gets its policy within the timeout; no op runs twice', async () => {
       const prefix = uniquePrefix('batch');
       const limiter = createRedisLimiter({
-        redis: await connect(),
-        coalesce: coalesce ? undefined : false,
-        prefix,
+        ...(await onRedis(coalesce, prefix)),
         limits: SLOW,
         failurePolicy: 'closed',
-        timeoutMs: TIMEOUT_MS,
       });
       limiters.push(limiter);
       const keys = Array.from({ length: 64 }, (_, i) => `k${i}`);

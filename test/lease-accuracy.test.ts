@@ -1,28 +1,21 @@
 import {
-  type RedisServer,
   runScenario,
   type ScenarioInstance,
-  startRedis,
+  type ScenarioStep,
   tokenBucketBound,
   uniquePrefix,
   worstWindow,
 } from '@tiered-limiter/test-harness';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { redisForFile } from './src/redis-for-file.js';
+import { STAMP_SLACK_MS } from './src/stamp-slack.js';
 
 // Issue 14's shapes on a real Redis, across processes with their own connections: a leaseholder
 // (A) takes the whole bucket and leaves it unspent; two others (B, C) drain the key after A's
 // lease has expired. Every window of the fleet's admissions must keep the pure bound
 // capacity + rate × window (docs/ACCURACY.md), whatever A's event loop does meanwhile.
 
-/** Each process stamps an admission with Date.now() just after deciding; on a loaded machine the
- *  stamp can trail the decision by a few ms, which narrows a measured window by as much. */
-const STAMP_SLACK_MS = 20;
-
-let redis: RedisServer;
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(() => redis.stop());
+const redis = redisForFile();
 
 interface Shape {
   name: string;
@@ -30,8 +23,12 @@ interface Shape {
   rate: number;
   ttlMs: number;
   /** What A does after leasing. */
-  leaseholder: (ttlMs: number) => ScenarioInstance['steps'];
+  leaseholder: (ttlMs: number) => ScenarioStep[];
 }
+
+/** A's first step in every shape: two requests back to back at the start, which lease the whole
+ *  bucket (`minBatch`, below). */
+const LEASE: ScenarioStep = { at: 0, do: 'consume', count: 2 };
 
 const drain = (ttlMs: number): ScenarioInstance => ({
   options: { instances: 2, sync: false, lease: { ttlMs } },
@@ -46,17 +43,14 @@ const SHAPES: Shape[] = [
     capacity: 200,
     rate: 250,
     ttlMs: 400,
-    leaseholder: () => [{ at: 0, do: 'consume', count: 2 }],
+    leaseholder: () => [],
   },
   {
     name: "drain while A's event loop is blocked past its lease",
     capacity: 149,
     rate: 160,
     ttlMs: 300,
-    leaseholder: (ttlMs) => [
-      { at: 0, do: 'consume', count: 2 },
-      { at: ttlMs - 50, do: 'block', forMs: 600 },
-    ],
+    leaseholder: (ttlMs) => [{ at: ttlMs - 50, do: 'block', forMs: 600 }],
   },
   {
     name: "A's requests run right after the block, before any timer",
@@ -64,7 +58,6 @@ const SHAPES: Shape[] = [
     rate: 50,
     ttlMs: 300,
     leaseholder: (ttlMs) => [
-      { at: 0, do: 'consume', count: 2 },
       { at: ttlMs - 50, do: 'block', forMs: 600, thenRequests: 200 },
       { at: ttlMs + 700, do: 'hammer', forMs: 200 },
     ],
@@ -90,7 +83,7 @@ describe('lease accuracy across processes on a real Redis (issue 14)', () => {
     const leaseholder: ScenarioInstance = {
       // One assumed instance and a minimum batch of the whole bucket: A leases everything at once.
       options: { instances: 1, sync: false, lease: { ttlMs: shape.ttlMs, minBatch: shape.capacity } },
-      steps: shape.leaseholder(shape.ttlMs),
+      steps: [LEASE, ...shape.leaseholder(shape.ttlMs)],
     };
     // A must have leased the whole bucket before B and C start; on a machine slow to start
     // processes it may not have, and then the episode is run again (at most 3 times).

@@ -1,15 +1,15 @@
 import {
   commandDelta,
   type FleetOrders,
-  type RedisServer,
   readCommandStats,
   runFleet,
-  startRedis,
   tokenBucketBound,
   uniquePrefix,
   worstWindow,
 } from '@tiered-limiter/test-harness';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { redisForFile } from './src/redis-for-file.js';
+import { STAMP_SLACK_MS } from './src/stamp-slack.js';
 
 // The README's bound for leases on demand (`lease.ttlMs` given, so `sync: false`): over any window W
 // the fleet admits at most capacity + rate × W, whatever the lease TTL.
@@ -17,15 +17,8 @@ const CAPACITY = 100;
 const RATE = 200;
 const TTL_MS = 1000;
 const DURATION_MS = 3000;
-// A worker stamps an admission with Date.now() just after deciding; on a loaded machine the
-// stamp can trail the decision by a few ms, which narrows the measured window by as much.
-const STAMP_SLACK_MS = 20;
 
-let redis: RedisServer;
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(() => redis.stop());
+const redis = redisForFile();
 
 function orders(prefix: string, extra: Partial<FleetOrders> = {}): FleetOrders {
   return {

@@ -1,23 +1,15 @@
 import { recommendedClusterOptions } from '@tiered-limiter/redis';
 import { readCommandStats, startCluster, whenReady } from '@tiered-limiter/test-harness';
-import { columns, decisionWords } from './columns.js';
-import { count, duration, small, times } from './format.js';
-import { loopCell, POLICY_NOTE } from './health.js';
+import { columns } from './columns.js';
+import { small, times } from './format.js';
+import { POLICY_NOTE } from './health.js';
 import { MANY_KEYS } from './key-sets.js';
 import { DECLARED_INSTANCES } from './keys.js';
 import { requestLimiter, rlfRedis, tieredLimiter } from './limiters.js';
 import { BITES_10, peerLimitOf } from './limits.js';
 import type { BenchSettings, Column, RunContext, Section } from './section.js';
-import {
-  awaitedCell,
-  measureOn,
-  measureThroughput,
-  PEER,
-  relateToPeers,
-  type ThroughputRow,
-  type ThroughputTask,
-  taskName,
-} from './throughput.js';
+import { measureOn, measureThroughput, throughputColumns, throughputProgress } from './throughput.js';
+import { PEER, relateToPeers, type ThroughputRow, type ThroughputTask, taskName } from './throughput-row.js';
 
 const LIMIT = BITES_10;
 const IN_FLIGHT = 256;
@@ -106,7 +98,7 @@ function relate(rows: ClusterRow[]): void {
 }
 
 const COLUMNS: readonly Column<ClusterRow>[] = [
-  { title: 'decisions/s', cell: (r) => count(r.opsPerSecond) },
+  throughputColumns.rate,
   ...columns.decisions<ClusterRow>(),
   ...columns.latency<ClusterRow>(),
   { title: 'script calls / 1,000', cell: (r) => small(r.roundTripsPer1000) },
@@ -114,11 +106,11 @@ const COLUMNS: readonly Column<ClusterRow>[] = [
     title: 'round trips / 1,000',
     cell: (r) => (r.storeCalls === null ? '—' : small((1000 * r.storeCalls) / r.decisions)),
   },
-  { title: 'Redis µs / decision', cell: (r) => small(r.redisUsPerDecision) },
-  { title: 'key-ops / call', cell: (r) => (r.keyOpsPerCall === null ? '—' : small(r.keyOpsPerCall)) },
+  throughputColumns.redisUs,
+  throughputColumns.keyOps,
   { title: '× 1 master', cell: (r) => (r.timesOneMaster === null ? '—' : times(r.timesOneMaster)) },
-  { title: '× peer', cell: (r) => (r.timesPeer === null ? '—' : times(r.timesPeer)) },
-  { title: 'awaited', cell: (r) => awaitedCell(r.awaitedShare) },
+  throughputColumns.timesPeer,
+  throughputColumns.awaited,
   columns.loop<ClusterRow>(),
 ];
 
@@ -128,9 +120,7 @@ export const clusterSection: Section<ClusterTask, ClusterRow> = {
   usesRedis: true,
   tasks: () => clusterTasks(),
   measure: measureCluster,
-  progress: (row) =>
-    `${row.name}: ${count(row.opsPerSecond)} decisions/s (${decisionWords(row)}), p99 ${duration(row.p99Ns)}, ` +
-    `${small(row.roundTripsPer1000)} Redis RT per 1,000, loop ${loopCell(row.health)}`,
+  progress: throughputProgress,
   columns: COLUMNS,
   group: (row) => TOPOLOGY_LABEL[row.topology],
   finish: relate,

@@ -5,10 +5,9 @@ import { count, duration, small, times } from './format.js';
 import { loopCell, POLICY_NOTE, watchHealth } from './health.js';
 import { DECLARED_INSTANCES, OPTIMISTIC } from './keys.js';
 import {
-  type BenchClient,
   requestLimiter,
   rlfRedis,
-  type Subject,
+  type SubjectFactory,
   THROUGHPUT_TIMEOUT_MS,
   tieredLimiter,
 } from './limiters.js';
@@ -23,7 +22,7 @@ export interface ColdTask {
   readonly name: string;
   readonly limiter: string;
   readonly peer: string;
-  readonly make: (redis: BenchClient, prefix: string) => Subject;
+  readonly make: SubjectFactory;
 }
 
 /** First decisions on keys the limiter had never seen, one at a time. Latencies in ns. */
@@ -135,8 +134,7 @@ function relateColdToPeer(rows: ColdRow[]): void {
 const COLUMNS: readonly Column<ColdRow>[] = [
   { title: 'first decisions', cell: (r) => count(r.decisions) },
   ...columns.decisions<ColdRow>(),
-  { title: 'p50', cell: (r) => duration(r.p50Ns) },
-  { title: 'p99', cell: (r) => duration(r.p99Ns) },
+  ...columns.latency<ColdRow>(),
   { title: 'max', cell: (r) => duration(r.maxNs) },
   { title: 'answered in process', cell: (r) => count(r.synchronous) },
   columns.roundTrips<ColdRow>(),
@@ -149,7 +147,7 @@ export const coldSection: Section<ColdTask, ColdRow> = {
   id: 'cold',
   title: 'Cold keys: the first decision on a key never seen before',
   usesRedis: true,
-  tasks: () => coldTasks(),
+  tasks: coldTasks,
   measure: measureCold,
   progress: (row) =>
     `${row.name}: first decision p50 ${duration(row.p50Ns)}, p99 ${duration(row.p99Ns)} (${decisionWords(row)}), ` +

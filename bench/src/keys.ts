@@ -1,20 +1,13 @@
 import { optimisticBound, tokenBucketBound } from '@tiered-limiter/test-harness';
 import { columns, decisionWords } from './columns.js';
-import { count, duration, small, times } from './format.js';
+import { count, duration, small } from './format.js';
 import { loopCell, POLICY_NOTE } from './health.js';
 import { type KeySet, MANY_KEYS, ZIPF_CHECKED_KEYS } from './key-sets.js';
 import { requestLimiter, rlfRedis, THROUGHPUT_TIMEOUT_MS, tieredLimiter } from './limiters.js';
 import { type BenchLimit, BITES_10, peerLimitOf } from './limits.js';
 import type { BenchSettings, Column, Section } from './section.js';
-import {
-  awaitedCell,
-  measureThroughput,
-  PEER,
-  relateToPeers,
-  type ThroughputRow,
-  type ThroughputTask,
-  taskName,
-} from './throughput.js';
+import { measureThroughput, throughputColumns } from './throughput.js';
+import { PEER, relateToPeers, type ThroughputRow, type ThroughputTask, taskName } from './throughput-row.js';
 import { type SlackedBound, windowCell } from './windows.js';
 
 /** The limit of issue 11's many-keys rows: a burst of 100, then 10 per second, per key. */
@@ -94,14 +87,14 @@ const GROUPS: Readonly<Record<string, string>> = {
 };
 
 const COLUMNS: readonly Column<ThroughputRow>[] = [
-  { title: 'decisions/s', cell: (r) => count(r.opsPerSecond) },
+  throughputColumns.rate,
   ...columns.decisions<ThroughputRow>(),
   ...columns.latency<ThroughputRow>(),
   columns.roundTrips<ThroughputRow>(),
-  { title: 'Redis µs / decision', cell: (r) => small(r.redisUsPerDecision) },
-  { title: 'key-ops / call', cell: (r) => (r.keyOpsPerCall === null ? '—' : small(r.keyOpsPerCall)) },
-  { title: '× peer', cell: (r) => (r.timesPeer === null ? '—' : times(r.timesPeer)) },
-  { title: 'awaited', cell: (r) => awaitedCell(r.awaitedShare) },
+  throughputColumns.redisUs,
+  throughputColumns.keyOps,
+  throughputColumns.timesPeer,
+  throughputColumns.awaited,
   { title: 'worst window (10 hottest keys)', cell: (r) => windowCell(r.window) },
   columns.loop<ThroughputRow>(),
   columns.probe<ThroughputRow>(),

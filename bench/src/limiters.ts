@@ -26,6 +26,9 @@ export interface StoreStats {
 /** A Redis client the rows run on: one server, or a Cluster. */
 export type BenchClient = Redis | Cluster;
 
+/** How a row makes its subject: on the row's client, its keys under the row's own prefix. */
+export type SubjectFactory = (redis: BenchClient, prefix: string) => Subject;
+
 /**
  * The store timeout of the throughput rows' limiters: long enough that a loaded machine's queue
  * (64 calls in flight on two cores) is timed, not turned into failure-policy decisions. The
@@ -74,19 +77,27 @@ export function bareStore(redis: BenchClient, prefix: string, limit: LimitSpec):
   };
 }
 
-/** The per-request tier on its own `RedisStore` (as `createRedisLimiter` makes it), its timeout the rows'. */
-export function requestLimiter(redis: BenchClient, prefix: string, limit: LimitSpec): Subject {
-  const store = new RedisStore({ redis, prefix });
-  const limiter = new RequestLimiter({
-    store,
+/**
+ * What both tiers are given in every row: a `RedisStore` of their own (as `createRedisLimiter` and
+ * `createTieredLimiter` make it), the row's limit, `failurePolicy: 'open'` and the rows' timeout.
+ */
+function rowOptions(redis: BenchClient, prefix: string, limit: LimitSpec) {
+  return {
+    store: new RedisStore({ redis, prefix }),
     limits: limit,
     failurePolicy: 'open',
     timeoutMs: THROUGHPUT_TIMEOUT_MS,
-  });
+  } as const;
+}
+
+/** The per-request tier, as `rowOptions` sets it up. */
+export function requestLimiter(redis: BenchClient, prefix: string, limit: LimitSpec): Subject {
+  const options = rowOptions(redis, prefix, limit);
+  const limiter = new RequestLimiter(options);
   return {
     decider: { sync: undefined, async: async (key) => outcomeOf(await limiter.consume(key)) },
     showsPolicy: true,
-    storeStats: () => store.stats(),
+    storeStats: () => options.store.stats(),
     close: () => limiter.close(),
   };
 }
@@ -100,8 +111,8 @@ export interface TieredSetup {
 }
 
 /**
- * The two-tier limiter with its defaults (but the timeout and `setup`), on its own `RedisStore` (as
- * `createTieredLimiter` makes it), used as its README says: `tryConsume(key) ?? await consume(key)`.
+ * The two-tier limiter with its defaults (but `rowOptions` and `setup`), used as its README says:
+ * `tryConsume(key) ?? await consume(key)`.
  */
 export function tieredLimiter(
   redis: BenchClient,
@@ -109,14 +120,8 @@ export function tieredLimiter(
   limit: LimitSpec,
   setup: TieredSetup,
 ): Subject {
-  const store = new RedisStore({ redis, prefix });
-  const limiter = new TieredLimiter({
-    store,
-    limits: limit,
-    failurePolicy: 'open',
-    timeoutMs: THROUGHPUT_TIMEOUT_MS,
-    ...setup,
-  });
+  const options = rowOptions(redis, prefix, limit);
+  const limiter = new TieredLimiter({ ...options, ...setup });
   return {
     decider: {
       sync: (key) => {
@@ -126,7 +131,7 @@ export function tieredLimiter(
       async: async (key) => outcomeOf(await limiter.consume(key)),
     },
     showsPolicy: true,
-    storeStats: () => store.stats(),
+    storeStats: () => options.store.stats(),
     close: () => limiter.close(),
   };
 }

@@ -1,85 +1,25 @@
 import { type CommandStats, commandDelta } from '@tiered-limiter/test-harness';
-import { type Accounted, columns, decisionWords } from './columns.js';
+import { columns, decisionWords } from './columns.js';
 import { count, duration, small, times } from './format.js';
 import { loopCell, POLICY_NOTE, type ProbeWindows, watchHealth } from './health.js';
-import { KEY_LABEL, type KeySet, keysOf, MANY_KEYS } from './key-sets.js';
+import { type KeySet, keysOf, MANY_KEYS } from './key-sets.js';
 import {
   type BenchClient,
   bareStore,
   noLimiter,
   requestLimiter,
   rlfRedis,
-  type Subject,
   THROUGHPUT_TIMEOUT_MS,
   tieredLimiter,
 } from './limiters.js';
 import { type BenchLimit, BITES_10, BITES_200, CEILING, KEYS_BITE, peerLimitOf } from './limits.js';
 import { DECISIONS_PER_YIELD, type LoopBounds, runLoop } from './loop.js';
 import type { BenchSettings, Column, RunContext, Section } from './section.js';
-import { type SlackedBound, type StampedKeys, stampKeys, type WindowReport } from './windows.js';
+import { PEER, relateToPeers, type ThroughputRow, type ThroughputTask, taskName } from './throughput-row.js';
+import { type StampedKeys, stampKeys } from './windows.js';
 
+export type { ThroughputRow };
 export { MANY_KEYS };
-export const PEER = 'RateLimiterRedis';
-
-/** One row to measure: a limiter, a key set, a limit and a number of requests in flight. */
-export interface ThroughputTask {
-  readonly name: string;
-  readonly limiter: string;
-  readonly keys: KeySet;
-  readonly limit: BenchLimit;
-  readonly inFlight: number;
-  /** The row this one is divided by: rate-limiter-flexible in the same scenario. */
-  readonly peer: string | undefined;
-  readonly make: (redis: BenchClient, prefix: string) => Subject;
-  /** Keys whose admissions are stamped and checked against `bound` (the bound of the limiter's mode). */
-  readonly checked?: {
-    readonly keys: readonly string[];
-    readonly bound: SlackedBound;
-    readonly pieceMs?: number;
-  };
-}
-
-/** One measured row. Latencies in ns. */
-export interface ThroughputRow extends Accounted {
-  readonly name: string;
-  readonly limiter: string;
-  readonly keys: number;
-  readonly keySet: KeySet;
-  readonly limit: string;
-  readonly limitTitle: string;
-  readonly ceiling: boolean;
-  readonly inFlight: number;
-  readonly peer: string | null;
-  readonly decisions: number;
-  readonly elapsedMs: number;
-  readonly opsPerSecond: number;
-  readonly p50Ns: number;
-  readonly p99Ns: number;
-  readonly p999Ns: number;
-  /** Share of decisions that awaited a promise. */
-  readonly awaitedShare: number;
-  /** Decisions and ms of the warm-up: with 100,000 keys at a limit that bites, one pass over every key. */
-  readonly warmup: { readonly decisions: number; readonly ms: number };
-  /** Redis round trips (script calls) during the timed loop, by `INFO commandstats`. */
-  readonly roundTrips: number;
-  readonly roundTripsPer1000: number;
-  /** Redis server µs in those calls, per decision. */
-  readonly redisUsPerDecision: number;
-  /** Every command Redis counted in that time, those run inside the scripts included, by name. */
-  readonly redisCommandsByName: Readonly<Record<string, number>>;
-  /** Round trips by the limiter's `RedisStore.stats()` (on a Cluster, a pipeline of per-slot calls is one); `null` without one. */
-  readonly storeCalls: number | null;
-  /** Bucket keys per round trip, by the limiter's `RedisStore.stats()`; `null` without one. */
-  readonly keyOpsPerCall: number | null;
-  /** The worst window of the checked keys against the bound of the limiter's mode; `null` if none checked. */
-  readonly window: WindowReport | null;
-  /** ops/s over the peer row's ops/s. */
-  timesPeer: number | null;
-}
-
-export function taskName(limiter: string, keys: KeySet, limit: BenchLimit, inFlight: number): string {
-  return `${limiter} · ${KEY_LABEL[keys]} · ${limit.short}${inFlight > 1 ? ` · ${inFlight} in flight` : ''}`;
-}
 
 const LIMITERS: readonly [string, (limit: BenchLimit) => ThroughputTask['make']][] = [
   ['RedisStore.take', (l) => (redis, prefix) => bareStore(redis, prefix, l.spec)],
@@ -241,32 +181,40 @@ export async function measureThroughput(task: ThroughputTask, context: RunContex
   }
 }
 
-/** Fills in each row's ratio to its peer row, when the peer ran. */
-export function relateToPeers(rows: ThroughputRow[]): void {
-  const byName = new Map(rows.map((row) => [row.name, row]));
-  for (const row of rows) {
-    const peer = row.peer === null ? undefined : byName.get(row.peer);
-    row.timesPeer = peer === undefined ? null : row.opsPerSecond / peer.opsPerSecond;
-  }
-}
-
 /** Share of decisions that awaited a promise: 100 %, 0.1 %, 0. */
-export function awaitedCell(share: number): string {
+function awaitedCell(share: number): string {
   if (share === 0) return '0';
   if (share >= 0.995) return `${(share * 100).toFixed(0)} %`;
   return share >= 0.001 ? `${(share * 100).toFixed(1)} %` : `${(share * 100).toFixed(3)} %`;
 }
 
+/** Columns of a throughput row, shown by every table of them (this section's, many keys', Cluster's). */
+export const throughputColumns = {
+  rate: { title: 'decisions/s', cell: (r) => count(r.opsPerSecond) },
+  redisUs: { title: 'Redis µs / decision', cell: (r) => small(r.redisUsPerDecision) },
+  keyOps: { title: 'key-ops / call', cell: (r) => (r.keyOpsPerCall === null ? '—' : small(r.keyOpsPerCall)) },
+  timesPeer: { title: '× peer', cell: (r) => (r.timesPeer === null ? '—' : times(r.timesPeer)) },
+  awaited: { title: 'awaited', cell: (r) => awaitedCell(r.awaitedShare) },
+} satisfies Record<string, Column<ThroughputRow>>;
+
 const COLUMNS: readonly Column<ThroughputRow>[] = [
-  { title: 'decisions/s', cell: (r) => count(r.opsPerSecond) },
+  throughputColumns.rate,
   ...columns.decisions<ThroughputRow>(),
   ...columns.latency<ThroughputRow>(),
   columns.roundTrips<ThroughputRow>((r) => r.limiter !== 'baseline'),
-  { title: '× peer', cell: (r) => (r.timesPeer === null ? '—' : times(r.timesPeer)) },
-  { title: 'awaited', cell: (r) => awaitedCell(r.awaitedShare) },
+  throughputColumns.timesPeer,
+  throughputColumns.awaited,
   columns.loop<ThroughputRow>(),
   columns.probe<ThroughputRow>(),
 ];
+
+/** A throughput row's progress line (the Cluster section's too). */
+export function throughputProgress(row: ThroughputRow): string {
+  return (
+    `${row.name}: ${count(row.opsPerSecond)} decisions/s (${decisionWords(row)}), p99 ${duration(row.p99Ns)}, ` +
+    `${small(row.roundTripsPer1000)} Redis RT per 1,000, loop ${loopCell(row.health)}`
+  );
+}
 
 export const throughputSection: Section<ThroughputTask, ThroughputRow> = {
   id: 'throughput',
@@ -275,9 +223,7 @@ export const throughputSection: Section<ThroughputTask, ThroughputRow> = {
   tasks: () => throughputTasks(),
   baseline: LOOP_BASELINE,
   measure: measureThroughput,
-  progress: (row) =>
-    `${row.name}: ${count(row.opsPerSecond)} decisions/s (${decisionWords(row)}), p99 ${duration(row.p99Ns)}, ` +
-    `${small(row.roundTripsPer1000)} Redis RT per 1,000, loop ${loopCell(row.health)}`,
+  progress: throughputProgress,
   columns: COLUMNS,
   group: (row) => row.limitTitle,
   finish: relateToPeers,

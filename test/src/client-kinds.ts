@@ -36,14 +36,24 @@ export interface KindOptions {
 
 type Address = { readonly host: string; readonly port: number };
 
+/** A client just made, of any kind. */
+type Made = Closable & { on(event: 'error', listener: () => void): unknown; connect(): Promise<unknown> };
+
+/**
+ * `client` as a `KindClient`, once it can take commands. Its errors are heard first: a fault a test
+ * makes would otherwise fail the run as an unheard `error` event. node-redis connects when told to;
+ * ioredis and iovalkey connect on their own.
+ */
+async function ready(kind: ClientKind, client: Made): Promise<KindClient> {
+  client.on('error', () => {});
+  if (kind === 'node-redis') await client.connect();
+  await whenReady(client);
+  return { kind, client, close: () => closeClient(client) };
+}
+
 /** A client of `kind` to one server, ready for commands. */
-export async function connectServer(
-  kind: ClientKind,
-  at: Address,
-  options: KindOptions = {},
-): Promise<KindClient> {
+export function connectServer(kind: ClientKind, at: Address, options: KindOptions = {}): Promise<KindClient> {
   const { name, override = {} } = options;
-  let client: Closable & { on(event: 'error', listener: () => void): unknown };
   if (kind === 'node-redis') {
     const node = createClient({
       ...recommendedNodeRedisOptions,
@@ -51,27 +61,20 @@ export async function connectServer(
       ...(name === undefined ? {} : { name }),
       ...override,
     });
-    node.on('error', () => {});
-    await node.connect();
-    client = node;
-  } else {
-    const Redis = kind === 'ioredis' ? IoRedis : Valkey;
-    const base = kind === 'ioredis' ? recommendedRedisOptions : recommendedValkeyOptions;
-    client = new Redis({ ...base, host: at.host, port: at.port, connectionName: name, ...override });
-    client.on('error', () => {});
+    return ready(kind, node);
   }
-  await whenReady(client);
-  return { kind, client, close: () => closeClient(client) };
+  const Redis = kind === 'ioredis' ? IoRedis : Valkey;
+  const base = kind === 'ioredis' ? recommendedRedisOptions : recommendedValkeyOptions;
+  return ready(kind, new Redis({ ...base, host: at.host, port: at.port, connectionName: name, ...override }));
 }
 
 /** A client of `kind` to a Cluster, ready for commands on every master. */
-export async function connectCluster(
+export function connectCluster(
   kind: ClientKind,
   nodes: readonly Address[],
   options: KindOptions = {},
 ): Promise<KindClient> {
   const { name, override = {} } = options;
-  let client: Closable & { on(event: 'error', listener: () => void): unknown };
   if (kind === 'node-redis') {
     const cluster = createCluster({
       ...recommendedNodeRedisClusterOptions,
@@ -79,18 +82,13 @@ export async function connectCluster(
       rootNodes: nodes.map(({ host, port }) => ({ socket: { host, port } })),
       ...override,
     });
-    cluster.on('error', () => {});
-    await cluster.connect();
-    client = cluster;
-  } else {
-    const base = kind === 'ioredis' ? recommendedClusterOptions : recommendedValkeyClusterOptions;
-    const Cluster = kind === 'ioredis' ? IoCluster : Valkey.Cluster;
-    client = new Cluster(
-      nodes.map(({ host, port }) => ({ host, port })),
-      { ...base, redisOptions: { ...base.redisOptions, connectionName: name }, ...override },
-    );
-    client.on('error', () => {});
+    return ready(kind, cluster);
   }
-  await whenReady(client);
-  return { kind, client, close: () => closeClient(client) };
+  const base = kind === 'ioredis' ? recommendedClusterOptions : recommendedValkeyClusterOptions;
+  const Cluster = kind === 'ioredis' ? IoCluster : Valkey.Cluster;
+  const cluster = new Cluster(
+    nodes.map(({ host, port }) => ({ host, port })),
+    { ...base, redisOptions: { ...base.redisOptions, connectionName: name }, ...override },
+  );
+  return ready(kind, cluster);
 }

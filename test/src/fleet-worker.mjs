@@ -100,7 +100,6 @@ let allowed = 0;
 let fallbackAllowed = 0;
 let fallbackDenied = 0;
 let lateMs = 0;
-let cursor = 0;
 
 function record(k, d) {
   decisions++;
@@ -117,6 +116,7 @@ function record(k, d) {
   }
 }
 
+let cursor = 0;
 let hotDebt = 0;
 /**
  * The next key: the others in turn, or, with `hotShare`, key 0 for that share of the decisions

@@ -13,17 +13,11 @@ export {
   StoreTimeoutError,
   TieredLimiterError,
 } from './errors.js';
-export type { LimitOptions, LimitSpec, RateOptions } from './limit.js';
-export {
-  defineLimit,
-  MAX_CAPACITY,
-  MAX_REFILL_PER_SECOND,
-  MIN_REFILL_PER_SECOND,
-  perHour,
-  perMinute,
-  perSecond,
-} from './limit.js';
+export type { LimitOptions, LimitSpec } from './limit.js';
+export { defineLimit, MAX_CAPACITY, MAX_REFILL_PER_SECOND, MIN_REFILL_PER_SECOND } from './limit.js';
 export type { Limiter, LimiterEvents, LimiterStats, SyncLimiter } from './limiter.js';
+export type { RateOptions } from './rates.js';
+export { perHour, perMinute, perSecond } from './rates.js';
 export type { Generation, SharedBucketState } from './shared-bucket.js';
 export { applyBucketOp, freshSharedBucket, isSharedBucketFull } from './shared-bucket.js';
 export type { BucketOp, BucketReply, GlobalStore, LeaseReport, ReserveRequest } from './store.js';

@@ -2,19 +2,8 @@
 // arithmetic, the validators and the tie-breaking rule. Reached as `internal` from the package
 // root (`import { internal } from '@tiered-limiter/core'`), not covered by semver.
 
-export type { BucketState } from './bucket.js';
-export {
-  advance,
-  covers,
-  fullBucket,
-  isFullAt,
-  msUntilFull,
-  msUntilTokens,
-  refilled,
-  TOKEN_EPSILON,
-  tryTake,
-  wholeTokens,
-} from './bucket.js';
+// bucket.ts holds nothing but the arithmetic the other packages share, so all of it goes out.
+export * from './bucket.js';
 export { assertCost, assertKey, assertLimits, smallestCapacity, tightestWhenFull } from './limit.js';
 export { generationFor, heldTokens, msUntilShared, settleSharedBucket } from './shared-bucket.js';
 export { assertStore } from './store.js';

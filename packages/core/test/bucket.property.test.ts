@@ -46,6 +46,22 @@ function costOf(step: Step, spec: LimitSpec): number {
   return Math.min(spec.capacity, 1 + Math.floor(step.costShare * spec.capacity));
 }
 
+/**
+ * A property of any limit's bucket, full at any start time `t0`, over any trace of up to
+ * `maxSteps` steps.
+ */
+function traceProperty(
+  maxSteps: number,
+  check: (spec: LimitSpec, t0: number, steps: Step[], state: BucketState) => void,
+) {
+  return fc.property(
+    limitArb,
+    fc.integer({ min: 0, max: 1e9 }),
+    fc.array(stepArb, { maxLength: maxSteps }),
+    (spec, t0, steps) => check(spec, t0, steps, fullBucket(spec, t0)),
+  );
+}
+
 /** Every window of the admitted trace holds at most the burst plus what refilled inside it. */
 function expectWindowsBounded(admitted: readonly { atMs: number; cost: number }[], spec: LimitSpec): void {
   for (let i = 0; i < admitted.length; i++) {
@@ -63,59 +79,47 @@ function expectWindowsBounded(admitted: readonly { atMs: number; cost: number }[
 describe('token bucket math, any trace', () => {
   it('keeps tokens within [0, capacity], admits ⇔ no wait, and bounds every window', () => {
     fc.assert(
-      fc.property(
-        limitArb,
-        fc.integer({ min: 0, max: 1e9 }),
-        fc.array(stepArb, { maxLength: 60 }),
-        (spec, t0, steps) => {
-          const state = fullBucket(spec, t0);
-          const admitted: { atMs: number; cost: number }[] = [];
-          let now = t0;
-          let denied: { cost: number; wait: number } | undefined;
-          for (const step of steps) {
-            const early = step.early && denied !== undefined && denied.wait > 1 ? denied : undefined;
-            now += early ? early.wait - 1 : step.advanceMs;
-            const cost = early ? early.cost : costOf(step, spec);
-            const wait = msUntilTokens(refilled(state.tokens, now - state.updatedAtMs, spec), cost, spec);
-            const ok = tryTake(state, spec, cost, now);
-            denied = ok ? undefined : { cost, wait };
-            expect(ok).toBe(wait === 0);
-            expect(state.tokens).toBeGreaterThanOrEqual(0);
-            expect(state.tokens).toBeLessThanOrEqual(spec.capacity);
-            expect(wholeTokens(state.tokens)).toBeGreaterThanOrEqual(0);
-            expect(Number.isInteger(msUntilFull(state.tokens, spec))).toBe(true);
-            if (ok) admitted.push({ atMs: now, cost });
-            else expect(wait).toBeGreaterThan(0);
-          }
-          expectWindowsBounded(admitted, spec);
-        },
-      ),
+      traceProperty(60, (spec, t0, steps, state) => {
+        const admitted: { atMs: number; cost: number }[] = [];
+        let now = t0;
+        let denied: { cost: number; wait: number } | undefined;
+        for (const step of steps) {
+          const early = step.early && denied !== undefined && denied.wait > 1 ? denied : undefined;
+          now += early ? early.wait - 1 : step.advanceMs;
+          const cost = early ? early.cost : costOf(step, spec);
+          const wait = msUntilTokens(refilled(state.tokens, now - state.updatedAtMs, spec), cost, spec);
+          const ok = tryTake(state, spec, cost, now);
+          denied = ok ? undefined : { cost, wait };
+          expect(ok).toBe(wait === 0);
+          expect(state.tokens).toBeGreaterThanOrEqual(0);
+          expect(state.tokens).toBeLessThanOrEqual(spec.capacity);
+          expect(wholeTokens(state.tokens)).toBeGreaterThanOrEqual(0);
+          expect(Number.isInteger(msUntilFull(state.tokens, spec))).toBe(true);
+          if (ok) admitted.push({ atMs: now, cost });
+          else expect(wait).toBeGreaterThan(0);
+        }
+        expectWindowsBounded(admitted, spec);
+      }),
       { numRuns: 400 },
     );
   });
 
   it('admits a denied request retried after exactly its wait, with no other traffic', () => {
     fc.assert(
-      fc.property(
-        limitArb,
-        fc.integer({ min: 0, max: 1e9 }),
-        fc.array(stepArb, { maxLength: 40 }),
-        (spec, t0, steps) => {
-          const state = fullBucket(spec, t0);
-          let now = t0;
-          for (const step of steps) {
-            now += step.advanceMs;
-            const cost = costOf(step, spec);
-            if (tryTake(state, spec, cost, now)) continue;
-            const wait = msUntilTokens(state.tokens, cost, spec);
-            expect(Number.isInteger(wait)).toBe(true);
-            expect(wait).toBeGreaterThanOrEqual(1);
-            expect(wait).toBeLessThanOrEqual(Math.ceil((cost - state.tokens) / spec.refillPerMs) + 1);
-            const retry: BucketState = { ...state };
-            expect(tryTake(retry, spec, cost, now + wait)).toBe(true);
-          }
-        },
-      ),
+      traceProperty(40, (spec, t0, steps, state) => {
+        let now = t0;
+        for (const step of steps) {
+          now += step.advanceMs;
+          const cost = costOf(step, spec);
+          if (tryTake(state, spec, cost, now)) continue;
+          const wait = msUntilTokens(state.tokens, cost, spec);
+          expect(Number.isInteger(wait)).toBe(true);
+          expect(wait).toBeGreaterThanOrEqual(1);
+          expect(wait).toBeLessThanOrEqual(Math.ceil((cost - state.tokens) / spec.refillPerMs) + 1);
+          const retry: BucketState = { ...state };
+          expect(tryTake(retry, spec, cost, now + wait)).toBe(true);
+        }
+      }),
       { numRuns: 400 },
     );
   });

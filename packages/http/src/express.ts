@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ConfigError } from '@tiered-limiter/core';
 import { buildCheck, type RateLimitCheck } from './check.js';
+import { handlerOption } from './handler.js';
 import type { RateLimitDenied, RateLimitOptions } from './options.js';
 import { writeOutcome } from './respond.js';
 
@@ -48,10 +48,7 @@ export interface ExpressRateLimitOptions<Req extends IncomingMessage = IncomingM
 export function expressRateLimit<Req extends IncomingMessage = IncomingMessage>(
   options: ExpressRateLimitOptions<Req>,
 ): RateLimitMiddleware<Req> {
-  const handler = options?.handler;
-  if (handler !== undefined && typeof handler !== 'function') {
-    throw new ConfigError('handler', handler, 'a function (req, res, next, denial) that answers the denial');
-  }
+  const handler = handlerOption(options, 'a function (req, res, next, denial) that answers the denial');
   const check: RateLimitCheck<Req> = buildCheck(options, {
     options: ['handler'],
     trustedIp: expressTrustedIp,

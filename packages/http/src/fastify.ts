@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ConfigError } from '@tiered-limiter/core';
 import { buildCheck } from './check.js';
+import { handlerOption } from './handler.js';
 import type { RateLimitDenied, RateLimitOptions, RateLimitOutcome } from './options.js';
 import { settleOnClose } from './respond.js';
 
@@ -75,10 +75,7 @@ export interface FastifyRateLimitOptions<Req extends FastifyRequestLike = Fastif
 export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequestLike>(
   options: FastifyRateLimitOptions<Req>,
 ): RateLimitHook<Req> {
-  const handler = options?.handler;
-  if (handler !== undefined && typeof handler !== 'function') {
-    throw new ConfigError('handler', handler, 'a function (request, reply, denial) that sends the denial');
-  }
+  const handler = handlerOption(options, 'a function (request, reply, denial) that sends the denial');
   const check = buildCheck(options, {
     options: ['handler'],
     routeConfig: (request) =>

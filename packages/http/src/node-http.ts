@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ConfigError } from '@tiered-limiter/core';
 import { buildCheck } from './check.js';
+import { handlerOption } from './handler.js';
 import type { RateLimitDenied, RateLimitOptions } from './options.js';
 import { writeOutcome } from './respond.js';
 
@@ -36,10 +36,7 @@ export interface NodeRateLimitOptions extends RateLimitOptions<IncomingMessage> 
 export function createRateLimit(
   options: NodeRateLimitOptions,
 ): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
-  const handler = options?.handler;
-  if (handler !== undefined && typeof handler !== 'function') {
-    throw new ConfigError('handler', handler, 'a function (req, res, denial) that answers the denial');
-  }
+  const handler = handlerOption(options, 'a function (req, res, denial) that answers the denial');
   const check = buildCheck(options, { options: ['handler'] });
   return async (req, res) => {
     const outcome = await check(req, req);

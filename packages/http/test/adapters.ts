@@ -1,10 +1,9 @@
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import {
   createRateLimit,
   expressRateLimit,
-  type FastifyRateLimitOptions,
+  type FastifyRequestLike,
   fastifyRateLimit,
-  type RateLimitDenied,
   type RateLimitOptions,
 } from '@tiered-limiter/http';
 import express5 from 'express';
@@ -51,24 +50,51 @@ function statusOf(path: string): number {
   return match ? Number(match[1]) : 200;
 }
 
-function nodeAdapter(): Adapter {
+/** What one framework brings to the contract; `adapter` adds the rest, the same for all. */
+interface Framework<Options extends { handler?: unknown }, Middleware> {
+  readonly name: string;
+  /** The package's middleware for the framework. */
+  limit(options: Options): Middleware;
+  /** The contract's `handler` in the framework's signature: answers `CUSTOM` and the denial's status. */
+  readonly customHandler: NonNullable<Options['handler']>;
+  /** Serves the contract's app behind `middleware` on a loopback port; a route handler calls `handle`. */
+  serve(middleware: Middleware, handle: () => void): Promise<Listening>;
+}
+
+/** The contract's `Adapter` for a framework: the handled count and closing the app are the same for all. */
+function adapter<Options extends { handler?: unknown }, Middleware>(
+  framework: Framework<Options, Middleware>,
+): Adapter {
+  const { name, limit, customHandler, serve } = framework;
   return {
-    name: 'node:http',
-    make: (options) => createRateLimit(options as unknown as RateLimitOptions),
+    name,
+    make: (options) => limit(options as unknown as Options),
     async start(options, extra) {
       let handled = 0;
-      const rateLimit = createRateLimit({
-        ...(options as unknown as RateLimitOptions),
-        ...(extra?.customHandler
-          ? {
-              handler: (_req: IncomingMessage, res: ServerResponse, denial: RateLimitDenied) => {
-                res.statusCode = CUSTOM.status;
-                res.end(`${CUSTOM.body} ${denial.status}`);
-              },
-            }
-          : {}),
+      const middleware = limit({
+        ...(options as unknown as Options),
+        ...(extra?.customHandler ? { handler: customHandler } : {}),
       });
-      const server = createServer(async (req, res) => {
+      const app = await serve(middleware, () => handled++);
+      running.push(app);
+      return { url: app.url, handled: () => handled };
+    },
+  };
+}
+
+/** The contract's routes but `POST /login`, as paths the frameworks match. */
+const GET_PATHS = ['/', '/items', '/report', '/status/:code', '/other'];
+
+const nodeAdapter = adapter({
+  name: 'node:http',
+  limit: createRateLimit,
+  customHandler: (_req, res, denial) => {
+    res.statusCode = CUSTOM.status;
+    res.end(`${CUSTOM.body} ${denial.status}`);
+  },
+  serve: (rateLimit, handle) =>
+    listen(
+      createServer(async (req, res) => {
         try {
           if (!(await rateLimit(req, res))) return;
         } catch (error) {
@@ -76,101 +102,73 @@ function nodeAdapter(): Adapter {
           res.end(String(error));
           return;
         }
-        handled++;
+        handle();
         const path = new URL(req.url ?? '/', 'http://x').pathname;
         res.statusCode = statusOf(path);
         res.setHeader('Content-Type', 'application/json');
         res.end(JSON.stringify({ rateLimit: (req as { rateLimit?: unknown }).rateLimit ?? null }));
-      });
-      const app = await listen(server);
-      running.push(app);
-      return { url: app.url, handled: () => handled };
-    },
-  };
-}
+      }),
+    ),
+});
 
 function expressAdapter(name: string, express: typeof express5): Adapter {
-  return {
+  return adapter({
     name,
-    make: (options) => expressRateLimit(options as unknown as RateLimitOptions),
-    async start(options, extra) {
-      let handled = 0;
+    limit: expressRateLimit<IncomingMessage>,
+    customHandler: (_req, res, _next, denial) => {
+      res.statusCode = CUSTOM.status;
+      res.end(`${CUSTOM.body} ${denial.status}`);
+    },
+    serve: (rateLimit, handle) => {
       const app = express();
-      app.use(
-        expressRateLimit({
-          ...(options as unknown as RateLimitOptions),
-          ...(extra?.customHandler
-            ? {
-                handler: (_req, res, _next, denial) => {
-                  res.statusCode = CUSTOM.status;
-                  res.end(`${CUSTOM.body} ${denial.status}`);
-                },
-              }
-            : {}),
-        }),
-      );
+      app.use(rateLimit);
       const answer = (req: express5.Request, res: express5.Response) => {
-        handled++;
+        handle();
         res
           .status(statusOf(req.path))
           .json({ rateLimit: (req as { rateLimit?: unknown }).rateLimit ?? null });
       };
-      for (const path of ['/', '/items', '/report', '/status/:code', '/other']) app.get(path, answer);
+      for (const path of GET_PATHS) app.get(path, answer);
       app.post('/login', answer);
       app.use(
         (error: Error, _req: express5.Request, res: express5.Response, _next: express5.NextFunction) => {
           res.status(500).send(error.message);
         },
       );
-      const server = await listen(createServer(app));
-      running.push(server);
-      return { url: server.url, handled: () => handled };
+      return listen(createServer(app));
     },
-  };
+  });
 }
 
-function fastifyAdapter(): Adapter {
-  return {
-    name: 'fastify',
-    make: (options) => fastifyRateLimit(options as unknown as FastifyRateLimitOptions),
-    async start(options, extra) {
-      let handled = 0;
-      const app = Fastify();
-      app.addHook(
-        'onRequest',
-        fastifyRateLimit({
-          ...(options as unknown as FastifyRateLimitOptions),
-          ...(extra?.customHandler
-            ? {
-                handler: (_request, reply, denial) => {
-                  reply.code(CUSTOM.status);
-                  reply.send(`${CUSTOM.body} ${denial.status}`);
-                },
-              }
-            : {}),
-        }),
-      );
-      const answer = async (
-        request: { url: string; rateLimit?: unknown },
-        reply: { code(n: number): void },
-      ) => {
-        handled++;
-        reply.code(statusOf(new URL(request.url, 'http://x').pathname));
-        return { rateLimit: request.rateLimit ?? null };
-      };
-      for (const path of ['/', '/items', '/report', '/status/:code', '/other']) app.get(path, answer);
-      app.post('/login', answer);
-      const url = await app.listen({ host: '127.0.0.1', port: 0 });
-      running.push({ url, close: () => app.close() });
-      return { url, handled: () => handled };
-    },
-  };
-}
+const fastifyAdapter = adapter({
+  name: 'fastify',
+  limit: fastifyRateLimit<FastifyRequestLike>,
+  customHandler: (_request, reply, denial) => {
+    reply.code(CUSTOM.status);
+    reply.send(`${CUSTOM.body} ${denial.status}`);
+  },
+  serve: async (rateLimit, handle) => {
+    const app = Fastify();
+    app.addHook('onRequest', rateLimit);
+    const answer = async (
+      request: { url: string; rateLimit?: unknown },
+      reply: { code(n: number): void },
+    ) => {
+      handle();
+      reply.code(statusOf(new URL(request.url, 'http://x').pathname));
+      return { rateLimit: request.rateLimit ?? null };
+    };
+    for (const path of GET_PATHS) app.get(path, answer);
+    app.post('/login', answer);
+    const url = await app.listen({ host: '127.0.0.1', port: 0 });
+    return { url, close: () => app.close() };
+  },
+});
 
 /** Every adapter the contract runs against. */
 export const ADAPTERS: readonly Adapter[] = [
-  nodeAdapter(),
+  nodeAdapter,
   expressAdapter('express 4', express4 as unknown as typeof express5),
   expressAdapter('express 5', express5),
-  fastifyAdapter(),
+  fastifyAdapter,
 ];

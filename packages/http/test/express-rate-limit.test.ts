@@ -9,15 +9,13 @@ import { type ExpressRateLimitOptions, expressRateLimit } from '@tiered-limiter/
 import { MemoryStore, RequestLimiter } from '@tiered-limiter/local';
 import express, { type Request, type RequestHandler } from 'express';
 import { rateLimit } from 'express-rate-limit';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type Listening, listen, parsePolicy, parseRateLimit, type Reply, request } from './helpers.js';
+import { closeAfterEach } from './teardown.js';
 
 const open: Listening[] = [];
 const closers: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((s) => s.close()));
-  await Promise.all(closers.splice(0).map((close) => close()));
-});
+closeAfterEach(open, closers);
 
 async function app(limit: RequestHandler, trustProxy = false): Promise<string> {
   const made = express();

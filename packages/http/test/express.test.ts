@@ -6,17 +6,15 @@ import { MemoryStore, RequestLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import express5, { type Request } from 'express';
 import express4 from 'express4';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type Listening, listen, parseRateLimit, request, requestMany } from './helpers.js';
+import { closeAfterEach } from './teardown.js';
 
 const login = defineLimit({ capacity: 2, refillPerSecond: 0.5, name: 'login' });
 
 const open: Listening[] = [];
 const closers: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((s) => s.close()));
-  await Promise.all(closers.splice(0).map((close) => close()));
-});
+closeAfterEach(open, closers);
 
 function limiter() {
   const clock = new FakeClock(0);

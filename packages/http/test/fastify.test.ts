@@ -4,8 +4,9 @@ import { clientIp, fastifyRateLimit, type HttpLimiter, ipKey, type RouteLimit } 
 import { MemoryStore, RequestLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { exactTieredLimiter, parseRateLimit, request, requestMany } from './helpers.js';
+import { closeAfterEach } from './teardown.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -18,10 +19,7 @@ const report = defineLimit({ capacity: 10, refillPerSecond: 1, name: 'report' })
 
 const apps: FastifyInstance[] = [];
 const closers: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  await Promise.all(apps.splice(0).map((app) => app.close()));
-  await Promise.all(closers.splice(0).map((close) => close()));
-});
+closeAfterEach(apps, closers);
 
 async function start(app: FastifyInstance): Promise<string> {
   apps.push(app);

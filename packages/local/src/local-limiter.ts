@@ -1,19 +1,14 @@
+import type { Clock, Decision, LimiterStats, LimitSpec, SyncLimiter } from '@tiered-limiter/core';
 import {
   allowDecision,
-  type Clock,
   ClosedError,
   ConfigError,
-  type Decision,
   denyDecision,
   internal,
-  type LimiterStats,
-  type LimitSpec,
-  type SyncLimiter,
   shadowOf,
 } from '@tiered-limiter/core';
 import type { LRUCache } from 'lru-cache';
 import { assertBlockMs, BlockList } from './block-list.js';
-import { DEFAULT_MAX_KEYS, MAX_MAX_KEYS } from './defaults.js';
 import {
   addTokens,
   allFull,
@@ -27,13 +22,12 @@ import {
   peekAll,
 } from './local-buckets.js';
 import { assertTokens } from './management.js';
-import { lruTable } from './table.js';
+import { lruTable, resolveMaxKeys } from './table.js';
 
 const {
   assertBoolean,
   assertClock,
   assertCost,
-  assertInteger,
   assertKey,
   assertLimits,
   fullBucket,
@@ -120,7 +114,7 @@ export class LocalLimiter implements SyncLimiter {
     if (options === null || typeof options !== 'object')
       throw new ConfigError('options', options, 'an object');
     this.#limits = assertLimits('limits', options.limits);
-    const maxKeys = assertInteger('maxKeys', options.maxKeys ?? DEFAULT_MAX_KEYS, 1, MAX_MAX_KEYS);
+    const maxKeys = resolveMaxKeys(options.maxKeys);
     this.#clock = options.clock === undefined ? performance : assertClock('clock', options.clock);
     this.shadow = options.shadow === undefined ? false : assertBoolean('shadow', options.shadow);
     this.#maxCost = smallestCapacity(this.#limits);

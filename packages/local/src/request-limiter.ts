@@ -1,31 +1,20 @@
 import { EventEmitter } from 'node:events';
-import {
-  type BucketOp,
-  type Clock,
-  ClosedError,
-  ConfigError,
-  type Decision,
-  denyDecision,
-  internal,
-  type Limiter,
-  type LimiterEvents,
-  type LimiterStats,
-  type LimitSpec,
+import type {
+  BucketOp,
+  Clock,
+  Decision,
+  Limiter,
+  LimiterEvents,
+  LimiterStats,
+  LimitSpec,
 } from '@tiered-limiter/core';
+import { ClosedError, ConfigError, denyDecision, internal } from '@tiered-limiter/core';
 import { assertBlockMs, BlockList } from './block-list.js';
-import { DEFAULT_MAX_KEYS, MAX_MAX_KEYS } from './defaults.js';
 import { decisionOf, GuardedStore, type StoreLimiterOptions } from './guard/guarded-store.js';
 import { assertTokens } from './management.js';
+import { resolveMaxKeys } from './table.js';
 
-const {
-  assertClock,
-  assertCost,
-  assertInteger,
-  assertKey,
-  assertLimits,
-  smallestCapacity,
-  tightestWhenFull,
-} = internal;
+const { assertClock, assertCost, assertKey, assertLimits, smallestCapacity, tightestWhenFull } = internal;
 
 /** Options of `RequestLimiter`. */
 export interface RequestLimiterOptions extends StoreLimiterOptions {
@@ -84,7 +73,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     this.#limits = assertLimits('limits', options.limits);
     this.#maxCost = smallestCapacity(this.#limits);
     this.#store = new GuardedStore(options, this.#limits, this.#clock, this);
-    const maxKeys = assertInteger('maxKeys', options.maxKeys ?? DEFAULT_MAX_KEYS, 1, MAX_MAX_KEYS);
+    const maxKeys = resolveMaxKeys(options.maxKeys);
     this.#blocked = new BlockList(maxKeys, this.#clock);
   }
 

@@ -1,4 +1,16 @@
+import { internal } from '@tiered-limiter/core';
 import { LRUCache } from 'lru-cache';
+import { DEFAULT_MAX_KEYS, MAX_MAX_KEYS } from './defaults.js';
+
+const { assertInteger } = internal;
+
+/**
+ * A limiter's `maxKeys` option, checked: a whole number from 1 to `MAX_MAX_KEYS`, or
+ * `DEFAULT_MAX_KEYS` when absent. One rule for every limiter that keeps a table of keys.
+ */
+export function resolveMaxKeys(maxKeys: number | undefined): number {
+  return assertInteger('maxKeys', maxKeys ?? DEFAULT_MAX_KEYS, 1, MAX_MAX_KEYS);
+}
 
 /**
  * A least-recently-used table of at most `maxKeys` entries that grows with use. lru-cache given

@@ -2,7 +2,12 @@ import { defineLimit, perHour, perSecond } from '@tiered-limiter/core';
 import { MemoryStore, RequestLimiter, type RequestLimiterOptions } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ScriptedStore } from './store-doubles.js';
+import {
+  consumeWhileHanging,
+  consumeWhileRejecting,
+  OPEN_AND_CLOSED,
+  ScriptedStore,
+} from './store-doubles.js';
 
 afterEach(() => {
   vi.useRealTimers();
@@ -42,25 +47,19 @@ describe('RequestLimiter', () => {
     expect(admitted).toBe(10);
   });
 
-  it.each([
-    ['open', true],
-    ['closed', false],
-  ] as const)('fails %s when the store rejects, and reports the failure', async (policy, allowed) => {
-    const { store, limiter } = setup({ failurePolicy: policy });
-    store.mode = 'reject';
-    const seen: unknown[] = [];
-    limiter.on('failure', (e) => seen.push(e));
-    const d = await limiter.consume('k');
-    expect(d).toMatchObject({ allowed, tier: 'fallback', policy });
-    expect(d.error?.cause).toBeInstanceOf(Error);
-    expect(seen).toHaveLength(1);
-  });
+  it.each(OPEN_AND_CLOSED)(
+    'fails %s when the store rejects, and reports the failure',
+    async (policy, allowed) => {
+      const { decision: d, failures } = await consumeWhileRejecting(setup({ failurePolicy: policy }));
+      expect(d).toMatchObject({ allowed, tier: 'fallback', policy });
+      expect(d.error?.cause).toBeInstanceOf(Error);
+      expect(failures).toHaveLength(1);
+    },
+  );
 
   it('bounds the wait by timeoutMs when the store hangs', async () => {
     vi.useFakeTimers();
-    const { store, limiter } = setup({ failurePolicy: 'open', timeoutMs: 15 });
-    store.mode = 'hang';
-    const pending = limiter.consume('k');
+    const pending = consumeWhileHanging(setup({ failurePolicy: 'open', timeoutMs: 15 }));
     await vi.advanceTimersByTimeAsync(15);
     expect((await pending).error?.code).toBe('ERR_TL_STORE_TIMEOUT');
   });

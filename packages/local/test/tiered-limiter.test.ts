@@ -2,7 +2,12 @@ import { defineLimit, type GlobalStore, type LimitSpec, perSecond } from '@tiere
 import { MemoryStore, TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ScriptedStore } from './store-doubles.js';
+import {
+  consumeWhileHanging,
+  consumeWhileRejecting,
+  OPEN_AND_CLOSED,
+  ScriptedStore,
+} from './store-doubles.js';
 
 /** Lets background refills and refunds (promise chains through p-limit) finish. */
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -184,19 +189,15 @@ describe('TieredLimiter when the store fails', () => {
     expect(last).toMatchObject({ allowed: false, tier: 'fallback', policy: 'closed', retryAfterMs: 1000 });
   });
 
-  it.each([
-    ['open', true],
-    ['closed', false],
-  ] as const)('fails %s: decides by the policy, carries the error, never throws', async (policy, allowed) => {
-    const { store, limiter } = setup({ failurePolicy: policy });
-    store.mode = 'reject';
-    const failures: string[] = [];
-    limiter.on('failure', (e) => failures.push(e.code));
-    const d = await limiter.consume('k');
-    expect(d).toMatchObject({ allowed, tier: 'fallback', policy });
-    expect(d.error?.code).toBe('ERR_TL_STORE');
-    expect(failures).toEqual(['ERR_TL_STORE']);
-  });
+  it.each(OPEN_AND_CLOSED)(
+    'fails %s: decides by the policy, carries the error, never throws',
+    async (policy, allowed) => {
+      const { decision: d, failures } = await consumeWhileRejecting(setup({ failurePolicy: policy }));
+      expect(d).toMatchObject({ allowed, tier: 'fallback', policy });
+      expect(d.error?.code).toBe('ERR_TL_STORE');
+      expect(failures.map((e) => e.code)).toEqual(['ERR_TL_STORE']);
+    },
+  );
 
   it('falls back to the local bucket divided among the declared instances', async () => {
     const { store, limiter } = setup({ failurePolicy: 'local', instances: 4 });
@@ -234,9 +235,7 @@ describe('TieredLimiter when the store fails', () => {
 
   it('answers within the timeout when the store hangs', async () => {
     vi.useFakeTimers();
-    const { store, limiter } = setup({ failurePolicy: 'open', timeoutMs: 20 });
-    store.mode = 'hang';
-    const pending = limiter.consume('k');
+    const pending = consumeWhileHanging(setup({ failurePolicy: 'open', timeoutMs: 20 }));
     await vi.advanceTimersByTimeAsync(19);
     let done = false;
     void pending.then(() => {

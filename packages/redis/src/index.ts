@@ -8,16 +8,8 @@ export {
 } from './defaults.js';
 export type { RedisLimiterOptions, RedisTieredLimiterOptions } from './factories.js';
 export { createRedisLimiter, createTieredLimiter } from './factories.js';
-export {
-  assertPrefix,
-  bucketKey,
-  bucketKeys,
-  DEFAULT_PREFIX,
-  KEY_TTL_MARGIN_MS,
-  keyTag,
-  MAX_TAG_LENGTH,
-  shardOf,
-} from './keys.js';
+// keys.ts is the key layout the README documents for operators, so all of it is public.
+export * from './keys.js';
 export { whenReady } from './ready.js';
 export {
   recommendedNodeRedisClusterOptions,

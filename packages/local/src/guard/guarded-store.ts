@@ -34,14 +34,7 @@ export interface StoreLimiterOptions extends StoreGuardOptions, FailurePolicyOpt
 }
 
 /** Decisions counted by the tier that made them, and by outcome. */
-export class DecisionCounts {
-  lease = 0;
-  global = 0;
-  fallback = 0;
-  local = 0;
-  allowed = 0;
-  denied = 0;
-}
+export type DecisionCounts = Record<DecisionTier | 'allowed' | 'denied', number>;
 
 /**
  * What every limiter over a store shares, wired once: the store behind its guard (timeout and
@@ -52,7 +45,7 @@ export class GuardedStore {
   readonly store: GlobalStore;
   readonly guard: StoreGuard;
   readonly shadow: boolean;
-  readonly counts = new DecisionCounts();
+  readonly counts: DecisionCounts = { lease: 0, global: 0, fallback: 0, local: 0, allowed: 0, denied: 0 };
   readonly #options: StoreLimiterOptions;
   readonly #clock: Clock;
   #policy: FailurePolicyDecider;
