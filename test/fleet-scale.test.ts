@@ -4,17 +4,17 @@ import {
   type FleetOrders,
   type FleetReport,
   optimisticBound,
-  type RedisServer,
   readCommandStats,
   runFleet,
-  startRedis,
   syncPeriodOf,
   tokenBucketBound,
   uniquePrefix,
   type WindowBound,
   worstWindow,
 } from '@tiered-limiter/test-harness';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { redisForFile } from './src/redis-for-file.js';
+import { STAMP_SLACK_MS } from './src/stamp-slack.js';
 
 // Issue 11's fleet tests, on a real Redis across processes (each its own connection, the built
 // packages, the periodic sync on by default): the bound C + r·(W + T) over every window of every
@@ -43,15 +43,8 @@ const TIMEOUT_MS = 250;
 const SHARE_OF_IDEAL = { exact: 0.97, optimistic: 0.96 };
 /** Optimistic cold start: one token per instance, a key at most once a second per instance. */
 const OPTIMISTIC = { instances: PROCESSES, credit: 1, spacingMs: 1000 };
-// A worker stamps an admission with Date.now() just after deciding; on a loaded machine the stamp
-// can trail the decision by a few ms, which narrows the measured window by as much.
-const STAMP_SLACK_MS = 20;
 
-let redis: RedisServer;
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(() => redis.stop());
+const redis = redisForFile();
 
 /** One hot key (`key:0`, half the decisions) and 50 others in turn, every key at its limit. */
 function hotAndMany(prefix: string, options: Record<string, unknown>): FleetOrders {
@@ -122,9 +115,10 @@ describe('a fleet of 8 processes on real Redis: one hot key and 50 others, all a
     const reports = await runFleet(
       Array.from({ length: PROCESSES }, () => hotAndMany(prefix, { failurePolicy: 'closed' })),
     );
-    // The bound with the sync: C + r·(W + T), T the sync period (8 live instances: 40 ms).
+    // The bound with the sync: C + r·(W + T), T the sync period (8 live instances: 8 ÷ (0.9 × 200)
+    // s, 44 ms).
     const periodMs = syncPeriodOf(reports);
-    expect(periodMs).toBe(40);
+    expect(periodMs).toBe(44);
     const check = checkKeys(reports, tokenBucketBound(CAPACITY, RATE, periodMs + STAMP_SLACK_MS));
     console.info(describeCheck('exact', check, reports));
     expect(check.worstExcess).toBeLessThanOrEqual(0);
@@ -151,8 +145,8 @@ describe('a fleet of 8 processes on real Redis: one hot key and 50 others, all a
   }, 40_000);
 });
 
-// The periodic sync's promise: about one call per instance per period (T = instances ÷ 200/s),
-// whatever the request rate. 2,000 requests/s over 10 keys, each key's limit twice its traffic (the
+// The periodic sync's promise: about one call per instance per period (T = instances ÷ 180/s, 90 %
+// of the default budget), whatever the request rate. 2,000 requests/s over 10 keys, each key's limit twice its traffic (the
 // issue's fleet shape): each (instance, key) sees 2 a second, about one per period, and a sync's
 // lease covers it; the leases of the whole fleet fit beside the capacity because they may borrow
 // a period's refill.

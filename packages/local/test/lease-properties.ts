@@ -80,6 +80,67 @@ export function expectBound(
   expect(worst.held, `worst window: ${JSON.stringify(worst)}`).toBe(true);
 }
 
+/** `requests` one-token requests at fleet member `instance`, then `advanceMs` of quiet. */
+export interface Burst {
+  readonly instance: number;
+  readonly requests: number;
+  readonly advanceMs: number;
+}
+
+/**
+ * Plays `bursts` of one-token requests on key `k` through `fleet`, letting each request's
+ * background work finish before the next and calling `advance` after each burst. Returns the
+ * admitted requests, as `expectBound` takes them.
+ */
+export async function playBursts(
+  fleet: readonly TieredLimiter[],
+  bursts: readonly Burst[],
+  clock: FakeClock,
+  advance: (ms: number) => void | Promise<void>,
+): Promise<{ atMs: number; cost: number }[]> {
+  const admitted: { atMs: number; cost: number }[] = [];
+  for (const b of bursts) {
+    for (let i = 0; i < b.requests; i++) {
+      if ((await request(fleet[b.instance]!, 'k')).allowed) admitted.push({ atMs: clock.now(), cost: 1 });
+      await settle();
+    }
+    await advance(b.advanceMs);
+  }
+  return admitted;
+}
+
+/** The sizes a fleet property draws from: fleet members, trace length, bucket capacity and rate. */
+interface TraceBounds {
+  readonly size: number;
+  readonly maxSteps: number;
+  readonly capacity: fc.IntegerConstraints;
+  readonly rate: fc.IntegerConstraints;
+}
+
+/**
+ * A property over any trace of 1 to `maxSteps` of `step`, run by a fresh fleet of `size` on a
+ * bucket of a drawn capacity and rate (per second); the fleet is closed however `check` ends.
+ */
+function fleetProperty<S>(
+  bounds: TraceBounds,
+  step: fc.Arbitrary<S>,
+  check: (steps: S[], capacity: number, ratePerSecond: number, fleet: Fleet) => Promise<void>,
+) {
+  return fc.asyncProperty(
+    fc.array(step, { minLength: 1, maxLength: bounds.maxSteps }),
+    fc.integer(bounds.capacity),
+    fc.integer(bounds.rate),
+    async (steps, capacity, ratePerSecond) => {
+      const fleet = fleetOf(bounds.size, capacity, ratePerSecond);
+      try {
+        await check(steps, capacity, ratePerSecond, fleet);
+      } finally {
+        await fleet.closeAll();
+      }
+    },
+  );
+}
+
 /** Any trace over 3 instances and 2 keys: every leased token is spent or handed back once, and the pure bound holds. */
 export function conservationProperty() {
   const step = fc.record({
@@ -88,48 +149,37 @@ export function conservationProperty() {
     cost: fc.integer({ min: 1, max: 3 }),
     advanceMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 20 }), fc.integer({ min: 50, max: 400 })),
   });
-  return fc.asyncProperty(
-    fc.array(step, { minLength: 1, maxLength: 120 }),
-    fc.integer({ min: 1, max: 20 }),
-    fc.integer({ min: 1, max: 50 }),
-    async (steps, capacity, ratePerSecond) => {
-      const { clock, fleet, closeAll } = fleetOf(3, capacity, ratePerSecond);
-      const admitted: { atMs: number; key: number; cost: number }[] = [];
-      const admittedBy = [0, 0, 0];
-      try {
-        for (const s of steps) {
-          if (s.cost > capacity) continue;
-          const d = await request(fleet[s.instance]!, `k${s.key}`, s.cost);
-          expect(d.allowed).toBe(d.retryAfterMs === 0);
-          expect(d.remaining).toBeGreaterThanOrEqual(0);
-          expect(d.tier).not.toBe('fallback');
-          if (d.allowed) {
-            admitted.push({ atMs: clock.now(), key: s.key, cost: s.cost });
-            admittedBy[s.instance]! += s.cost;
-          }
-          await settle();
-          clock.advance(s.advanceMs);
-        }
-        await closeAll();
-        fleet.forEach((limiter, i) => {
-          const st = limiter.stats();
-          // Conservation: every leased token was spent or handed back, once; the rest were takes.
-          expect(admittedBy[i]! - st.tokensTaken + st.tokensRefunded + st.tokensUnreported).toBe(
-            st.tokensLeased,
-          );
-          expect(st.tokensUnreported).toBe(0);
-        });
-        for (const key of [0, 1])
-          expectBound(
-            admitted.filter((a) => a.key === key),
-            capacity,
-            ratePerSecond,
-          );
-      } finally {
-        await closeAll();
+  const trace = { size: 3, maxSteps: 120, capacity: { min: 1, max: 20 }, rate: { min: 1, max: 50 } };
+  return fleetProperty(trace, step, async (steps, capacity, ratePerSecond, { clock, fleet, closeAll }) => {
+    const admitted: { atMs: number; key: number; cost: number }[] = [];
+    const admittedBy = [0, 0, 0];
+    for (const s of steps) {
+      if (s.cost > capacity) continue;
+      const d = await request(fleet[s.instance]!, `k${s.key}`, s.cost);
+      expect(d.allowed).toBe(d.retryAfterMs === 0);
+      expect(d.remaining).toBeGreaterThanOrEqual(0);
+      expect(d.tier).not.toBe('fallback');
+      if (d.allowed) {
+        admitted.push({ atMs: clock.now(), key: s.key, cost: s.cost });
+        admittedBy[s.instance]! += s.cost;
       }
-    },
-  );
+      await settle();
+      clock.advance(s.advanceMs);
+    }
+    await closeAll();
+    fleet.forEach((limiter, i) => {
+      const st = limiter.stats();
+      // Conservation: every leased token was spent or handed back, once; the rest were takes.
+      expect(admittedBy[i]! - st.tokensTaken + st.tokensRefunded + st.tokensUnreported).toBe(st.tokensLeased);
+      expect(st.tokensUnreported).toBe(0);
+    });
+    for (const key of [0, 1])
+      expectBound(
+        admitted.filter((a) => a.key === key),
+        capacity,
+        ratePerSecond,
+      );
+  });
 }
 
 /** Bursts on one key with idle gaps: no hand-back, however late, adds a token the bucket could not hold. */
@@ -141,28 +191,13 @@ export function burstsProperty() {
     requests: fc.integer({ min: 1, max: 30 }),
     advanceMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 5 }), fc.integer({ min: 100, max: 400 })),
   });
-  return fc.asyncProperty(
-    fc.array(burst, { minLength: 1, maxLength: 40 }),
-    fc.integer({ min: 2, max: 20 }),
-    fc.integer({ min: 20, max: 200 }),
-    async (bursts, capacity, ratePerSecond) => {
-      const { clock, fleet, closeAll } = fleetOf(2, capacity, ratePerSecond);
-      const admitted: { atMs: number; cost: number }[] = [];
-      try {
-        for (const b of bursts) {
-          for (let i = 0; i < b.requests; i++) {
-            if ((await request(fleet[b.instance]!, 'k')).allowed)
-              admitted.push({ atMs: clock.now(), cost: 1 });
-            await settle();
-          }
-          clock.advance(b.advanceMs);
-        }
-        expectBound(admitted, capacity, ratePerSecond);
-      } finally {
-        await closeAll();
-      }
-    },
-  );
+  const trace = { size: 2, maxSteps: 40, capacity: { min: 2, max: 20 }, rate: { min: 20, max: 200 } };
+  return fleetProperty(trace, burst, async (bursts, capacity, ratePerSecond, { clock, fleet }) => {
+    const admitted = await playBursts(fleet, bursts, clock, (ms) => {
+      clock.advance(ms);
+    });
+    expectBound(admitted, capacity, ratePerSecond);
+  });
 }
 
 /** Many keys, bursts, gaps past the TTL, evictions, restarts and instance clocks lagging the store's within the grace. */

@@ -206,6 +206,7 @@ export class LeaseBook {
     const now = this.#clock.now();
     const syncer = this.#syncer;
     if (syncer !== undefined) {
+      syncer.round();
       void syncer.beat().then((live) => {
         if (live !== undefined) this.#onFleet(live);
       });
@@ -215,7 +216,8 @@ export class LeaseBook {
       this.expire(lease, now);
       forgetReleased(lease, released);
       if (syncer !== undefined) {
-        if (syncer.keeps(lease, now) || lease.refill !== undefined) syncer.sync(lease, now);
+        if (syncer.keeps(lease, now) || lease.refill !== undefined)
+          this.#counters.tokensExpired += syncer.sync(lease, now);
         else this.#holding.delete(lease);
       } else if (lease.tokens === 0 && lease.grants.length === 0) {
         this.#holding.delete(lease);

@@ -76,16 +76,18 @@ export class Lease {
   firstCost = 0;
   /** `asked` when the last refill was sent. */
   askedAtRefill = 0;
+  /** When the last refill was sent. */
+  lastRefillAtMs: number;
   /** `asked` at the last periodic sync. */
   askedAtSync = 0;
   /** When the last periodic sync was sent. */
   syncedAtMs: number;
   /** Tokens per ms this instance admits for the key: an average over sync periods (EWMA). */
   rate = 0;
+  /** Periodic syncs that weighed this key's rate: the first few are averaged alike. */
+  syncs = 0;
   /** Tokens admitted here before the store heard of the key (optimistic cold start), to charge. */
   debt = 0;
-  /** When the last refill was sent. */
-  lastRefillAtMs: number;
   /** The global bucket's remaining tokens, as of `replyAtMs`. */
   globalRemaining: number;
   /** When the last reply arrived. */

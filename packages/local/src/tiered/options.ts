@@ -8,13 +8,12 @@ import {
   DEFAULT_LOW_WATER,
   DEFAULT_MAX_BATCH,
   DEFAULT_MAX_CONCURRENT_REFILLS,
-  DEFAULT_MAX_KEYS,
   DEFAULT_MIN_BATCH,
-  MAX_MAX_KEYS,
   MIN_LEASE_GRACE_MS,
 } from '../defaults.js';
 import type { LocalFallbackOptions } from '../guard/failure-policy.js';
 import type { StoreLimiterOptions } from '../guard/guarded-store.js';
+import { resolveMaxKeys } from '../table.js';
 import type { BatchPolicy } from './batch-size.js';
 import {
   type ColdStartConfig,
@@ -23,6 +22,7 @@ import {
   resolveSync,
   type SyncConfig,
   type SyncOptions,
+  syncPeriodMs,
 } from './fleet-options.js';
 
 const { assertBoolean, assertInRange, assertInteger, assertObject, smallestCapacity } = internal;
@@ -169,7 +169,7 @@ export function resolveTieredOptions(
       options.coldStart,
       limits,
       instances,
-      sync === undefined ? ttlMs : Math.ceil(((instances ?? 1) / sync.budget) * 1000 * 1.1) + 50,
+      sync === undefined ? ttlMs : Math.ceil(syncPeriodMs(instances ?? 1, sync.budget) * 1.1) + 50,
       options.failurePolicy,
     ),
     instanceId,
@@ -181,7 +181,7 @@ export function resolveTieredOptions(
       fairShare: Math.max(1, Math.floor(capacity / competitors)),
       competitors,
     },
-    maxKeys: assertInteger('maxKeys', options.maxKeys ?? DEFAULT_MAX_KEYS, 1, MAX_MAX_KEYS),
+    maxKeys: resolveMaxKeys(options.maxKeys),
     maxConcurrentRefills: assertInteger(
       'maxConcurrentRefills',
       options.maxConcurrentRefills ?? DEFAULT_MAX_CONCURRENT_REFILLS,

@@ -24,7 +24,10 @@ export interface TieredLimiterStats extends LimiterStats {
   readonly tokensTaken: number;
   /** Unspent tokens handed back in reports whose call succeeded. */
   readonly tokensRefunded: number;
-  /** Tokens whose grant expired here before they were spent (handed back when the store answers). */
+  /**
+   * Tokens whose grant expired here before they were spent, or that a periodic sync ended early
+   * with the grant it replaced (handed back when the store answers).
+   */
   readonly tokensExpired: number;
   /**
    * Reported tokens whose call failed: hand-backs and spends the store may never have heard of.

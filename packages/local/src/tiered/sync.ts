@@ -1,29 +1,27 @@
 import type { GlobalStore } from '@tiered-limiter/core';
+import { OPS_PER_CALL, syncPeriodMs } from './fleet-options.js';
 import { handBackExpiring, type Lease, owes } from './lease.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 
 /** Weight of the newest period in a key's rate estimate (an exponentially weighted average). */
 const RATE_WEIGHT = 0.25;
-/** Shortest sync period: below it the timer and the ops would cost more than the leases save. */
-export const MIN_SYNC_PERIOD_MS = 20;
 /** Requests a key must expect per lease lifetime for the sync to lease for it: below, it is sparse. */
 const MIN_EXPECTED = 0.35;
 /** How long a sync's round trip may take under load: what the grant it replaces keeps back for. */
 const BRIDGE_MS = 20;
 /** The longest a key seen once is taken to stay away: its demand is one request over this, at most. */
 const ONE_REQUEST_MS = 1_000;
-/** Longest sync period: leases never live much longer than a few seconds. */
-export const MAX_SYNC_PERIOD_MS = 5_000;
 
 /**
  * The periodic sync of a two-tier limiter (issue 11's design): every period `T = instances ÷
- * fleetCallsPerSecond` it sends, for every key that holds a lease, one op that hands back what
- * expired, reports what was spent, and leases what the key will need until just after the next
- * sync: its rate over the last periods (an EWMA) times `T + δ`, plus three standard deviations of
- * a Poisson count, capped by a fair share of the limit and a quarter of what the bucket has left.
- * The store gathers these ops into a call per 64 keys, so a fleet makes about `instances ÷ T`
- * calls a second whatever its request rate. Each sync also tells the store this instance is alive
+ * (0.9 × fleetCallsPerSecond)` it sends, for every key that holds a lease, one op that hands back
+ * what expired, reports what was spent, and leases what the key will need until just after the
+ * next sync: its rate over the last periods (an EWMA) times `T + δ`, plus three standard deviations
+ * of a Poisson count, capped by a fair share of the limit and a quarter of what the bucket has
+ * left. The store gathers these ops into a call per 64 keys, so a fleet makes about
+ * `instances ÷ T` sync calls a second whatever its request rate, and leaves the rest of its budget
+ * to the refills of keys that ran dry between syncs. Each sync also tells the store this instance is alive
  * and reads how many are: the period and the fair share follow the live fleet.
  */
 export class Syncer {
@@ -35,6 +33,9 @@ export class Syncer {
   readonly #instanceId: string;
   #live: number | undefined;
   #periodMs: number;
+  /** Ops the current round of syncs has sent, and the calls a round costs (as of the last one). */
+  #roundOps = 0;
+  #calls = 1;
   /** How much longer than a period a grant lives: its overlap with the next one. */
   #slackMs = 0;
 
@@ -89,11 +90,32 @@ export class Syncer {
     return live;
   }
 
-  /** Syncs `lease` at `nowMs` (its expired grants already moved to be handed back). */
-  sync(lease: Lease, nowMs: number): void {
+  /**
+   * Starts a round of syncs: the calls the last one cost (a call per 64 ops) set the period, so
+   * that an instance holding many keys keeps to its share of the budget too. At a fixed period, one
+   * instance holding 1,000 keys made 16 calls every 20 ms, 800 a second against a budget of 200.
+   */
+  round(): void {
+    const calls = Math.max(1, Math.ceil(this.#roundOps / OPS_PER_CALL));
+    this.#roundOps = 0;
+    if (calls === this.#calls) return;
+    this.#calls = calls;
+    this.#retime();
+  }
+
+  /**
+   * Syncs `lease` at `nowMs` (its expired grants already moved to be handed back). Returns the
+   * tokens it hands back early: what the grant it replaces still held, but for the bridge.
+   */
+  sync(lease: Lease, nowMs: number): number {
     const sample = this.#sample(lease, nowMs);
     const current = this.#rated(lease, nowMs);
-    lease.rate = current ? RATE_WEIGHT * sample + (1 - RATE_WEIGHT) * lease.rate : sample;
+    // While a key has had few syncs, each weighs alike (the mean so far): started from its first
+    // sample, a plain moving average took four periods to reach a steady rate, and at 200
+    // instances (a 1 s period) a key's leases fell short of its demand for seconds.
+    lease.syncs = current ? lease.syncs + 1 : 1;
+    const weight = Math.max(RATE_WEIGHT, 1 / lease.syncs);
+    lease.rate = weight * sample + (1 - weight) * lease.rate;
     lease.askedAtSync = lease.asked;
     lease.syncedAtMs = nowMs;
     // What the grant this sync replaces still holds goes back with it, but for what the key may
@@ -102,9 +124,14 @@ export class Syncer {
     // more, so it is sized for a round trip under load, not the grant's whole overlap; a request
     // it does not cover waits for the sync in flight, which costs no call.
     const bridging = lease.rate * Math.min(this.#slackMs, BRIDGE_MS);
-    handBackExpiring(lease, nowMs + this.#periodMs, Math.round(bridging + 2 * Math.sqrt(bridging)));
+    const back = handBackExpiring(
+      lease,
+      nowMs + this.#periodMs,
+      Math.round(bridging + 2 * Math.sqrt(bridging)),
+    );
     const want = this.#want(lease, nowMs, current || lease.grants.length > 0);
-    if (want > 0 || owes(lease)) void this.#refiller.sync(lease, want);
+    if ((want > 0 || owes(lease)) && this.#refiller.sync(lease, want) !== undefined) this.#roundOps++;
+    return back;
   }
 
   /** Whether the fleet's demand for `lease`'s key reaches its refill rate: this instance's times the fleet. */
@@ -161,6 +188,10 @@ export class Syncer {
     // to get one: a rate near the threshold, measured over a few periods, would otherwise flap
     // in and out of leases.
     if (expected < (leasing ? MIN_EXPECTED / 2 : MIN_EXPECTED)) return 0;
+    // Three standard deviations, not four: four cut a fleet of 200's refills between syncs from 17
+    // to 4 a second on fake time, but where a key's fair share is a few tokens (100 instances on
+    // 10 keys of 400 at 400/s: 6 each), every instance asked for all of it, the bucket ran dry
+    // and the refills went from 11 to 63 a second.
     const needed = Math.ceil(expected + 3 * Math.sqrt(expected));
     // Tokens that outlive the next sync already cover part of the next period.
     let kept = 0;
@@ -177,8 +208,7 @@ export class Syncer {
 
   /** The period, the lease's lifetime and the store's hold follow the fleet size. */
   #retime(): void {
-    const period = (this.instances / this.#budget) * 1000;
-    this.#periodMs = Math.min(MAX_SYNC_PERIOD_MS, Math.max(MIN_SYNC_PERIOD_MS, Math.round(period)));
+    this.#periodMs = syncPeriodMs(this.instances, this.#budget, this.#calls);
     this.#slackMs = Math.max(50, Math.ceil(this.#periodMs / 10));
     const ttlMs = this.#periodMs + this.#slackMs;
     // An expired token is handed back with the next sync, up to a period after it expired: the
