@@ -250,7 +250,7 @@ describe.each(CLIENT_KINDS)('with %s', (clientKind) => {
       }
       await new Promise((r) => setTimeout(r, 500)); // past the reconnect and anything sent late
       const taken = await takenPerKey(prefix, keys);
-      // 1 from the warm-up. Every held op was on the server (64 keys: one coalesced call, or 64
+      // 1 from the warm-up. Every held op was on the server (64 keys: two coalesced calls, or 64
       // single ones) when its connection died, so none ran; a resend would run after the unpause.
       expect(taken).toEqual(keys.map(() => 1));
       console.info(

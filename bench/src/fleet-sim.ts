@@ -375,7 +375,7 @@ export const fleetSection: Section<FleetTask, FleetRow> = {
       `are skipped and counted). ${count(s.fleetWarmupMs)} ms of warm-up, then ${count(s.fleetMs)} ms counted.`,
     "**Redis calls/s**: script calls (EVALSHA) from `INFO commandstats` over the counted time, what the hot keys' " +
       'shard serves. **× fewer calls**: the per-request row of the same fleet over this one. **sync calls/s**: the ' +
-      "periodic syncs' calls (each sync's keys ÷ 64, rounded up; 10 keys make one); **other calls/s**: the rest. " +
+      "periodic syncs' calls (each sync's keys ÷ 32, rounded up; 10 keys make one); **other calls/s**: the rest. " +
       "The limiter's stats count ops, not calls, and do not tell a sync's op from another: each instance's store is " +
       'wrapped (`CensusStore`) to sort ops by origin: a sync begins with a heartbeat and sends its ops in the same ' +
       'drain of the microtask queue; other ops asking for tokens are **out-of-band** (a refill or a take for a ' +

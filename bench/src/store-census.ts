@@ -44,7 +44,7 @@ export class CensusStore implements GlobalStore {
   #syncs = 0;
   #syncCalls = 0;
 
-  constructor(inner: GlobalStore, declared: number, maxKeysPerCall = 64) {
+  constructor(inner: GlobalStore, declared: number, maxKeysPerCall = 32) {
     this.#inner = inner;
     this.#declared = declared;
     this.#maxKeysPerCall = maxKeysPerCall;

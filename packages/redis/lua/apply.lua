@@ -6,13 +6,17 @@ written once at the end, only if an entry changed it.
 
 KEYS         the bucket keys of every entry in order, N per entry (one per limit). Within a call all
              keys sit in one Cluster slot; an entry's N keys share the user key's {hash tag}.
-ARGV[1]      E, the number of entries; then per entry, in this order:
+ARGV[1]      E, the number of entries; ARGV[2] S, the number of limit sets; then S sets:
                N                          limits
                capacity, refillPerSecond  N pairs, one per limit
-               take                       tokens to take all-or-nothing, or 0
-               want, min, holdMs          a lease to reserve (want 0: none); held holdMs ms
-               credit, debit              tokens to give back / to take regardless, or 0
-               aheadMs                    ms of refill the take or lease may borrow, or 0
+             then per entry, in this order:
+               set                        which limit set (1-based) it runs on
+               flags                      which fields follow: 1 take, 2 reserve, 4 credit, 8 debit,
+                                          16 aheadMs, 32 reports (a field left out is 0)
+               take                       tokens to take all-or-nothing
+               want, min, holdMs          a lease to reserve, held holdMs ms
+               credit, debit              tokens to give back / to take regardless
+               aheadMs                    ms of refill the take or lease may borrow
                R                          reports, then R triples: generation, spent, returned
              or, for a heartbeat entry (its one key the fleet's sorted set):
                0, instance, ttlMs         the instance counts as alive for ttlMs
@@ -34,8 +38,21 @@ Arithmetic, clock, storage and expiry: bucket.lua.
 -- Runs after bucket.lua (see src/scripts.ts), which defines now, load, save, settle, ….
 
 local reply = {}
-local at_arg, at_key = 2, 1
+local at_arg, at_key = 3, 1
 local states = {}
+
+-- The limit sets, read once: each { n, caps, rates } with its numbers parsed.
+local sets = {}
+for k = 1, tonumber(ARGV[2]) do
+  local n = tonumber(ARGV[at_arg])
+  local caps, rates = {}, {}
+  for i = 1, n do
+    caps[i] = tonumber(ARGV[at_arg + 2 * i - 1])
+    rates[i] = tonumber(ARGV[at_arg + 2 * i]) / 1000
+  end
+  sets[k] = { n = n, caps = caps, rates = rates }
+  at_arg = at_arg + 1 + 2 * n
+end
 
 local function heartbeat(key, instance, ttl_ms)
   -- Members are scored by when they stop counting (µs of Redis TIME); the dead are dropped here.
@@ -46,28 +63,60 @@ local function heartbeat(key, instance, ttl_ms)
 end
 
 for e = 1, tonumber(ARGV[1]) do
-  local n = tonumber(ARGV[at_arg])
-  at_arg = at_arg + 1
-  if n == 0 then
-    local live = heartbeat(KEYS[at_key], ARGV[at_arg], tonumber(ARGV[at_arg + 1]))
-    at_key, at_arg = at_key + 1, at_arg + 2
+  local set_index = tonumber(ARGV[at_arg])
+  if set_index == 0 then
+    local live = heartbeat(KEYS[at_key], ARGV[at_arg + 1], tonumber(ARGV[at_arg + 2]))
+    at_key, at_arg = at_key + 1, at_arg + 3
     local base = #reply
     reply[base + 1], reply[base + 2] = 1, live
     for j = 3, 7 do reply[base + j] = 0 end
   else
+  local set = sets[set_index]
+  local n, caps, rates = set.n, set.caps, set.rates
+  local flags = tonumber(ARGV[at_arg + 1])
+  at_arg = at_arg + 2
   for i = 1, n do
     local st = load(KEYS[at_key])
     at_key = at_key + 1
-    settle(st, tonumber(ARGV[at_arg]), tonumber(ARGV[at_arg + 1]) / 1000)
-    at_arg = at_arg + 2
+    settle(st, caps[i], rates[i])
     states[i] = st
   end
-  local take = tonumber(ARGV[at_arg])
-  local want, min, hold_ms = tonumber(ARGV[at_arg + 1]), tonumber(ARGV[at_arg + 2]), tonumber(ARGV[at_arg + 3])
-  local credit, debit = tonumber(ARGV[at_arg + 4]), tonumber(ARGV[at_arg + 5])
-  local ahead_ms = tonumber(ARGV[at_arg + 6])
-  local reports = tonumber(ARGV[at_arg + 7])
-  at_arg = at_arg + 8
+  -- The flags' fields, in order; Lua 5.1 has no bit operators, so each bit is peeled off the top.
+  local take, want, min, hold_ms, credit, debit, ahead_ms, reports = 0, 0, 0, 0, 0, 0, 0, 0
+  local has_reports = flags >= 32
+  if has_reports then flags = flags - 32 end
+  local has_ahead = flags >= 16
+  if has_ahead then flags = flags - 16 end
+  local has_debit = flags >= 8
+  if has_debit then flags = flags - 8 end
+  local has_credit = flags >= 4
+  if has_credit then flags = flags - 4 end
+  local has_reserve = flags >= 2
+  if has_reserve then flags = flags - 2 end
+  if flags >= 1 then
+    take = tonumber(ARGV[at_arg])
+    at_arg = at_arg + 1
+  end
+  if has_reserve then
+    want, min, hold_ms = tonumber(ARGV[at_arg]), tonumber(ARGV[at_arg + 1]), tonumber(ARGV[at_arg + 2])
+    at_arg = at_arg + 3
+  end
+  if has_credit then
+    credit = tonumber(ARGV[at_arg])
+    at_arg = at_arg + 1
+  end
+  if has_debit then
+    debit = tonumber(ARGV[at_arg])
+    at_arg = at_arg + 1
+  end
+  if has_ahead then
+    ahead_ms = tonumber(ARGV[at_arg])
+    at_arg = at_arg + 1
+  end
+  if has_reports then
+    reports = tonumber(ARGV[at_arg])
+    at_arg = at_arg + 1
+  end
   for r = 1, reports do
     local id, spent, returned = tonumber(ARGV[at_arg]), tonumber(ARGV[at_arg + 1]), tonumber(ARGV[at_arg + 2])
     at_arg = at_arg + 3

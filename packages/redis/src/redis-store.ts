@@ -36,7 +36,7 @@ export interface RedisStoreOptions {
   /**
    * Gathers ops into round trips (see `CoalesceOptions`), or `false` to send each op alone the
    * moment it is made.
-   * @default { maxKeysPerCall: 64, maxInFlight: 2 }
+   * @default { maxKeysPerCall: 32, maxInFlight: 4 }
    */
   coalesce?: CoalesceOptions | false;
   /**

@@ -239,7 +239,7 @@ describe('stats()', () => {
     const two = [slow, defineLimit({ capacity: 5, refillPerSecond: 0.001, name: 'five' })];
     await ops(store).peek('warm', [slow]); // the first call on a connection is an EVAL
     const before = { stats: store.stats(), evalsha: await calls(redis, 'evalsha') };
-    // 100 ops made in one tick: 64 keys a call at most, 2 calls in flight, the rest wait.
+    // 100 ops made in one tick: 32 keys a call at most, 4 calls in flight, the rest wait.
     const replies = await Promise.all(
       Array.from({ length: 50 }, (_, i) => ops(store).take(`user-${i}`, two, 1)),
     );
@@ -249,7 +249,7 @@ describe('stats()', () => {
     expect(after.stats.ops - before.stats.ops).toBe(50);
     expect(after.stats.keys - before.stats.keys).toBe(100);
     expect(calls_).toBe(after.evalsha - before.evalsha);
-    expect(calls_).toBe(Math.ceil(100 / 64));
+    expect(calls_).toBe(Math.ceil(100 / 32));
     // Not coalescing: one call per op.
     const single = new RedisStore({ redis: client, prefix: uniquePrefix('stats'), coalesce: false });
     await Promise.all(Array.from({ length: 10 }, (_, i) => ops(single).take(`u${i}`, [slow], 1)));

@@ -8,7 +8,7 @@ export interface SyncOptions {
   /**
    * Store calls a second the whole fleet may make, its syncs and the calls between them together.
    * Each instance syncs every `instances × calls ÷ (0.9 × fleetCallsPerSecond)` seconds (20 ms to
-   * 5 s), `calls` being what one of its syncs costs (a call per 64 keys it holds), leaving a tenth
+   * 5 s), `calls` being what one of its syncs costs (a call per 32 keys it holds), leaving a tenth
    * of the budget to refills for keys that ran dry between syncs; a lease lives one period plus a
    * little. A larger fleet, or one holding more keys, syncs less often, so Redis sees at most
    * about this many calls whatever the fleet's size and request rate.
@@ -47,10 +47,10 @@ export const MAX_SYNC_PERIOD_MS = 5_000;
 export const SYNC_SHARE = 0.9;
 
 /**
- * Ops a store call carries: `RedisStore` gathers a sync's ops into calls of 64 keys (its default
+ * Ops a store call carries: `RedisStore` gathers a sync's ops into calls of 32 keys (its default
  * `coalesce.maxKeysPerCall`), so a sync of more keys costs more calls.
  */
-export const OPS_PER_CALL = 64;
+export const OPS_PER_CALL = 32;
 
 /**
  * The sync period, in ms, of a fleet of `instances` with `budget` calls a second, whose syncs
