@@ -100,7 +100,9 @@ export class LeaseBook {
     lease.detached = true;
     this.#holding.delete(lease);
     drainLease(lease);
-    this.#settle(lease);
+    // A key that owes nothing (a sparse key's take) costs no call: with a table full of them,
+    // every new key evicted one, and each eviction paid a guarded, queued call that sent nothing.
+    if (owes(lease) || lease.debt > 0) this.#settle(lease);
   }
 
   /** `reset`: the lease is dropped with nothing handed back (its global buckets are deleted too). */
