@@ -54,6 +54,13 @@ for k = 1, tonumber(ARGV[2]) do
   at_arg = at_arg + 1 + 2 * n
 end
 
+-- The next argument, as a number.
+local function next_number()
+  local value = tonumber(ARGV[at_arg])
+  at_arg = at_arg + 1
+  return value
+end
+
 local function heartbeat(key, instance, ttl_ms)
   -- Members are scored by when they stop counting (µs of Redis TIME); the dead are dropped here.
   redis.call('ZADD', key, now + ttl_ms * 1000, instance)
@@ -81,42 +88,18 @@ for e = 1, tonumber(ARGV[1]) do
     settle(st, caps[i], rates[i])
     states[i] = st
   end
-  -- The flags' fields, in order; Lua 5.1 has no bit operators, so each bit is peeled off the top.
+  -- The flags' fields, in order (Lua 5.1 has no bit operators: a bit is a remainder).
   local take, want, min, hold_ms, credit, debit, ahead_ms, reports = 0, 0, 0, 0, 0, 0, 0, 0
-  local has_reports = flags >= 32
-  if has_reports then flags = flags - 32 end
-  local has_ahead = flags >= 16
-  if has_ahead then flags = flags - 16 end
-  local has_debit = flags >= 8
-  if has_debit then flags = flags - 8 end
-  local has_credit = flags >= 4
-  if has_credit then flags = flags - 4 end
-  local has_reserve = flags >= 2
-  if has_reserve then flags = flags - 2 end
-  if flags >= 1 then
-    take = tonumber(ARGV[at_arg])
-    at_arg = at_arg + 1
+  if flags % 2 == 1 then take = next_number() end
+  if flags % 4 >= 2 then
+    want = next_number()
+    min = next_number()
+    hold_ms = next_number()
   end
-  if has_reserve then
-    want, min, hold_ms = tonumber(ARGV[at_arg]), tonumber(ARGV[at_arg + 1]), tonumber(ARGV[at_arg + 2])
-    at_arg = at_arg + 3
-  end
-  if has_credit then
-    credit = tonumber(ARGV[at_arg])
-    at_arg = at_arg + 1
-  end
-  if has_debit then
-    debit = tonumber(ARGV[at_arg])
-    at_arg = at_arg + 1
-  end
-  if has_ahead then
-    ahead_ms = tonumber(ARGV[at_arg])
-    at_arg = at_arg + 1
-  end
-  if has_reports then
-    reports = tonumber(ARGV[at_arg])
-    at_arg = at_arg + 1
-  end
+  if flags % 8 >= 4 then credit = next_number() end
+  if flags % 16 >= 8 then debit = next_number() end
+  if flags % 32 >= 16 then ahead_ms = next_number() end
+  if flags >= 32 then reports = next_number() end
   for r = 1, reports do
     local id, spent, returned = tonumber(ARGV[at_arg]), tonumber(ARGV[at_arg + 1]), tonumber(ARGV[at_arg + 2])
     at_arg = at_arg + 3

@@ -13,12 +13,7 @@ export interface EncodableOp {
 }
 
 /** Which optional fields an entry carries, in this order after its flags (`apply.lua` reads the same bits). */
-const TAKE = 1;
-const RESERVE = 2;
-const CREDIT = 4;
-const DEBIT = 8;
-const AHEAD = 16;
-const REPORTS = 32;
+const FLAG = { take: 1, reserve: 2, credit: 4, debit: 8, ahead: 16, reports: 32 } as const;
 
 /**
  * The arguments of one `apply.lua` call for `batch`: `numkeys, KEYS…, ARGV…` in the layout the
@@ -47,19 +42,19 @@ export function encodeOps(batch: readonly EncodableOp[]): (string | number)[] {
     }
     const { take, reserve, credit, debit, aheadMs, reports } = op;
     const flags =
-      (take ? TAKE : 0) |
-      (reserve && reserve.want > 0 ? RESERVE : 0) |
-      (credit ? CREDIT : 0) |
-      (debit ? DEBIT : 0) |
-      (aheadMs ? AHEAD : 0) |
-      (reports && reports.length > 0 ? REPORTS : 0);
+      (take ? FLAG.take : 0) |
+      (reserve && reserve.want > 0 ? FLAG.reserve : 0) |
+      (credit ? FLAG.credit : 0) |
+      (debit ? FLAG.debit : 0) |
+      (aheadMs ? FLAG.ahead : 0) |
+      (reports && reports.length > 0 ? FLAG.reports : 0);
     entries.push(set, flags);
-    if (flags & TAKE) entries.push(take as number);
-    if (flags & RESERVE) entries.push(reserve!.want, reserve!.min, reserve!.holdMs);
-    if (flags & CREDIT) entries.push(credit as number);
-    if (flags & DEBIT) entries.push(debit as number);
-    if (flags & AHEAD) entries.push(aheadMs as number);
-    if (flags & REPORTS) {
+    if (flags & FLAG.take) entries.push(take as number);
+    if (flags & FLAG.reserve) entries.push(reserve!.want, reserve!.min, reserve!.holdMs);
+    if (flags & FLAG.credit) entries.push(credit as number);
+    if (flags & FLAG.debit) entries.push(debit as number);
+    if (flags & FLAG.ahead) entries.push(aheadMs as number);
+    if (flags & FLAG.reports) {
       entries.push(reports!.length);
       for (const r of reports!) entries.push(r.generation, r.spent, r.returned);
     }
