@@ -10,6 +10,7 @@ import type {
 } from '@tiered-limiter/core';
 import { ClosedError, ConfigError, denyDecision, internal } from '@tiered-limiter/core';
 import { assertBlockMs, BlockList } from './block-list.js';
+import { DenialMemory } from './denial-memory.js';
 import { decisionOf, GuardedStore, type StoreLimiterOptions } from './guard/guarded-store.js';
 import { assertTokens } from './management.js';
 import { resolveMaxKeys } from './table.js';
@@ -33,7 +34,7 @@ export interface RequestLimiterStats extends LimiterStats {
     readonly global: number;
     /** Decided by the failure policy. */
     readonly fallback: number;
-    /** Decided in process: a blocked key. */
+    /** Decided in process: a blocked key, or one the store turned away until a token could pass. */
     readonly local: number;
   };
   /** Calls sent to the store. */
@@ -46,7 +47,8 @@ export interface RequestLimiterStats extends LimiterStats {
 
 /**
  * The per-request tier: every decision is one atomic store op (on Redis, a key-op inside a
- * coalesced EVALSHA), so the shared limit is exact, at the cost of a round trip per request. A
+ * coalesced EVALSHA), so the shared limit is exact, at the cost of a round trip per request; a
+ * key the store turned away is turned away in process, with no op, until a token could pass. A
  * store that fails, times out (`timeoutMs`, default 20 ms) or is behind an open breaker never
  * throws into the request: the limit's declared `failurePolicy` decides, and the `failure`,
  * `degraded` and `recovered` events report it.
@@ -61,6 +63,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   #maxCost: number;
   readonly #store: GuardedStore;
   readonly #blocked: BlockList;
+  readonly #denials: DenialMemory;
   readonly #clock: Clock;
   #closed = false;
   #storeCalls = 0;
@@ -75,6 +78,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     this.#store = new GuardedStore(options, this.#limits, this.#clock, this);
     const maxKeys = resolveMaxKeys(options.maxKeys);
     this.#blocked = new BlockList(maxKeys, this.#clock);
+    this.#denials = new DenialMemory(maxKeys, this.#clock);
   }
 
   /** The limits, all-or-nothing, as in force now. */
@@ -105,6 +109,8 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
       const spec = tightestWhenFull(this.#limits);
       return Promise.resolve(this.#store.count(denyDecision(blockedMs, 0, blockedMs, spec, 'local')));
     }
+    const denied = this.#denials.recall(key);
+    if (denied !== undefined) return Promise.resolve(this.#store.count(denied));
     return this.#ask(key, cost, { key, limits: this.#limits, take: cost });
   }
 
@@ -129,6 +135,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   reset(key: string): Promise<boolean> {
     this.#check(key);
     this.#blocked.unblock(key);
+    this.#denials.forget(key);
     const limits = this.#limits;
     return this.#store.guard.run(() => this.#store.store.reset(key, limits)).then((r) => r.ok);
   }
@@ -136,6 +143,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   /** Gives `tokens` back to `key`, never past its capacity; resolves whether the store did it. */
   reward(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
+    this.#denials.forget(key);
     return this.#manage({ key, limits: this.#limits, credit: assertTokens(tokens) });
   }
 
@@ -155,6 +163,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
     const next = assertLimits('limits', limits);
     this.#store.setLimits(next);
+    this.#denials.clear();
     this.#limits = next;
     this.#maxCost = smallestCapacity(next);
   }
@@ -188,6 +197,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   async #ask(key: string, cost: number, op: BucketOp): Promise<Decision> {
     const result = await this.#store.send(() => this.#sent(op));
     if (!result.ok) return this.#store.byPolicy(key, cost, result.error);
+    this.#denials.remember(key, cost, result.value, op.limits);
     return this.#store.count(decisionOf(result.value, op.limits, 'global'));
   }
 

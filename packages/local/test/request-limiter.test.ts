@@ -27,6 +27,37 @@ function setup(options: Partial<RequestLimiterOptions> = {}) {
 }
 
 describe('RequestLimiter', () => {
+  it('turns a key the store turned away in process until a token could pass, and a reward or reset lifts it', async () => {
+    const { clock, store, limiter } = setup({
+      limits: [perSecond(10), defineLimit({ capacity: 1000, refillPerSecond: 1000, name: 'wide' })],
+    });
+    for (let i = 0; i < 10; i++) await limiter.consume('k');
+    const turnedAway = await limiter.consume('k');
+    expect(turnedAway).toMatchObject({ allowed: false, retryAfterMs: 100, tier: 'global' });
+    clock.advance(40);
+    // Within the wait: the same limit's answer, from process, with no store op.
+    expect(await limiter.consume('k')).toMatchObject({
+      allowed: false,
+      retryAfterMs: 60,
+      limit: 10,
+      name: turnedAway.name,
+      tier: 'local',
+    });
+    expect(store.count('take')).toBe(11);
+    // A cost above 1 is never kept: its wait would turn away a cost of 1 the bucket can pay.
+    clock.advance(60);
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true, tier: 'global' });
+    expect(await limiter.consume('k', 2)).toMatchObject({ allowed: false, tier: 'global' });
+    expect(await limiter.consume('k')).toMatchObject({ allowed: false, tier: 'global' });
+    // A reward here lifts the denial now kept: the store may admit at once.
+    await limiter.reward('k', 1);
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true, tier: 'global' });
+    expect(await limiter.consume('k')).toMatchObject({ allowed: false, tier: 'global' });
+    await limiter.reset('k');
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true, tier: 'global' });
+    expect(limiter.stats().decisions.local).toBe(1);
+  });
+
   it('makes one store call per decision and reports it as the global tier', async () => {
     const { clock, store, limiter } = setup();
     const decisions = [];
