@@ -90,10 +90,13 @@ function rowOptions(redis: BenchClient, prefix: string, limit: LimitSpec) {
   } as const;
 }
 
-/** The per-request tier, as `rowOptions` sets it up. */
+/**
+ * The per-request tier, as `rowOptions` sets it up, with `rememberDenials`: the peer keeps denied
+ * keys away from Redis too (`inMemoryBlockOnConsumed`).
+ */
 export function requestLimiter(redis: BenchClient, prefix: string, limit: LimitSpec): Subject {
   const options = rowOptions(redis, prefix, limit);
-  const limiter = new RequestLimiter(options);
+  const limiter = new RequestLimiter({ ...options, rememberDenials: true });
   return {
     decider: { sync: undefined, async: async (key) => outcomeOf(await limiter.consume(key)) },
     showsPolicy: true,

@@ -248,7 +248,9 @@ export const throughputSection: Section<ThroughputTask, ThroughputRow> = {
       'script runs inside (`TIME`, `HMGET`, …) are no round trips; `latest.json` lists every command per row, and ' +
       "the server µs per decision. Counted on the whole server: on a shared `REDIS_URL`, other clients' calls count too.",
     '**× peer**: decisions/s over the `RateLimiterRedis` row of the same scenario and limit. It has an insurance ' +
-      '`RateLimiterMemory` and `inMemoryBlockOnConsumed` set to its points, as its documentation advises.',
+      '`RateLimiterMemory` and `inMemoryBlockOnConsumed` set to its points, as its documentation advises; ' +
+      '`RequestLimiter` has its counterpart, `rememberDenials`, on (a key turned away costs no Redis call until ' +
+      'a token could pass).',
     '**awaited**: share of decisions that awaited a promise; the rest were answered synchronously (the two-tier ' +
       'limiter from its lease, or from a known-empty lease). `RedisStore.take` is one EVALSHA of the take script ' +
       'through the store, with no limiter around it: the bare cost of a Redis decision.',

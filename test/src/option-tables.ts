@@ -104,6 +104,7 @@ export const localLimiterOptions = {
 export const requestLimiterOptions = {
   ...storeLimiterOptions,
   maxKeys: integer,
+  rememberDenials: boolean,
 } satisfies OptionTable<RequestLimiterOptions> & Record<string, OptionCase>;
 
 /** Optimistic cold start needs the fleet size and a policy that may admit unasked. */

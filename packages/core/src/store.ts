@@ -99,6 +99,11 @@ export interface GlobalStore {
    * store without it leaves the fleet at its declared size.
    */
   heartbeat?(instance: string, ttlMs: number): Promise<number>;
+  /**
+   * How many ops one of the store's round trips carries at most: the two-tier limiter's sync
+   * sizes its period by what a round over its keys costs. A store without it counts as 32.
+   */
+  readonly opsPerCall?: number;
 }
 
 /**

@@ -1,4 +1,10 @@
-import { type BucketReply, type Clock, type Decision, denyDecision, type LimitSpec } from '@tiered-limiter/core';
+import {
+  type BucketReply,
+  type Clock,
+  type Decision,
+  denyDecision,
+  type LimitSpec,
+} from '@tiered-limiter/core';
 import type { LRUCache } from 'lru-cache';
 import { lruTable } from './table.js';
 

@@ -15,7 +15,15 @@ import { decisionOf, GuardedStore, type StoreLimiterOptions } from './guard/guar
 import { assertTokens } from './management.js';
 import { resolveMaxKeys } from './table.js';
 
-const { assertClock, assertCost, assertKey, assertLimits, smallestCapacity, tightestWhenFull } = internal;
+const {
+  assertBoolean,
+  assertClock,
+  assertCost,
+  assertKey,
+  assertLimits,
+  smallestCapacity,
+  tightestWhenFull,
+} = internal;
 
 /** Options of `RequestLimiter`. */
 export interface RequestLimiterOptions extends StoreLimiterOptions {
@@ -24,6 +32,15 @@ export interface RequestLimiterOptions extends StoreLimiterOptions {
    * @default 100_000
    */
   maxKeys?: number;
+  /**
+   * Turns a key the store turned away (a cost of 1) away in process, with no store op, until a
+   * token could pass (rate-limiter-flexible's `inMemoryBlockOnConsumed`). It never admits more:
+   * at worst a key stays turned away until its wait is over after another instance reset it or
+   * gave tokens back. Off by default: an operator's `reset` of a locked-out login on one
+   * instance should reach every instance at once.
+   * @default false
+   */
+  rememberDenials?: boolean;
 }
 
 /** Counters of a `RequestLimiter` since it was made. */
@@ -34,7 +51,7 @@ export interface RequestLimiterStats extends LimiterStats {
     readonly global: number;
     /** Decided by the failure policy. */
     readonly fallback: number;
-    /** Decided in process: a blocked key, or one the store turned away until a token could pass. */
+    /** Decided in process: a blocked key, or (`rememberDenials`) one the store turned away. */
     readonly local: number;
   };
   /** Calls sent to the store. */
@@ -47,8 +64,8 @@ export interface RequestLimiterStats extends LimiterStats {
 
 /**
  * The per-request tier: every decision is one atomic store op (on Redis, a key-op inside a
- * coalesced EVALSHA), so the shared limit is exact, at the cost of a round trip per request; a
- * key the store turned away is turned away in process, with no op, until a token could pass. A
+ * coalesced EVALSHA), so the shared limit is exact, at the cost of a round trip per request
+ * (with `rememberDenials`, a key the store turned away costs none until a token could pass). A
  * store that fails, times out (`timeoutMs`, default 20 ms) or is behind an open breaker never
  * throws into the request: the limit's declared `failurePolicy` decides, and the `failure`,
  * `degraded` and `recovered` events report it.
@@ -63,7 +80,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   #maxCost: number;
   readonly #store: GuardedStore;
   readonly #blocked: BlockList;
-  readonly #denials: DenialMemory;
+  readonly #denials: DenialMemory | undefined;
   readonly #clock: Clock;
   #closed = false;
   #storeCalls = 0;
@@ -78,7 +95,9 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     this.#store = new GuardedStore(options, this.#limits, this.#clock, this);
     const maxKeys = resolveMaxKeys(options.maxKeys);
     this.#blocked = new BlockList(maxKeys, this.#clock);
-    this.#denials = new DenialMemory(maxKeys, this.#clock);
+    this.#denials = assertBoolean('rememberDenials', options.rememberDenials ?? false)
+      ? new DenialMemory(maxKeys, this.#clock)
+      : undefined;
   }
 
   /** The limits, all-or-nothing, as in force now. */
@@ -109,7 +128,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
       const spec = tightestWhenFull(this.#limits);
       return Promise.resolve(this.#store.count(denyDecision(blockedMs, 0, blockedMs, spec, 'local')));
     }
-    const denied = this.#denials.recall(key);
+    const denied = this.#denials?.recall(key);
     if (denied !== undefined) return Promise.resolve(this.#store.count(denied));
     return this.#ask(key, cost, { key, limits: this.#limits, take: cost });
   }
@@ -135,7 +154,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   reset(key: string): Promise<boolean> {
     this.#check(key);
     this.#blocked.unblock(key);
-    this.#denials.forget(key);
+    this.#denials?.forget(key);
     const limits = this.#limits;
     return this.#store.guard.run(() => this.#store.store.reset(key, limits)).then((r) => r.ok);
   }
@@ -143,7 +162,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   /** Gives `tokens` back to `key`, never past its capacity; resolves whether the store did it. */
   reward(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
-    this.#denials.forget(key);
+    this.#denials?.forget(key);
     return this.#manage({ key, limits: this.#limits, credit: assertTokens(tokens) });
   }
 
@@ -163,7 +182,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
     const next = assertLimits('limits', limits);
     this.#store.setLimits(next);
-    this.#denials.clear();
+    this.#denials?.clear();
     this.#limits = next;
     this.#maxCost = smallestCapacity(next);
   }
@@ -197,7 +216,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   async #ask(key: string, cost: number, op: BucketOp): Promise<Decision> {
     const result = await this.#store.send(() => this.#sent(op));
     if (!result.ok) return this.#store.byPolicy(key, cost, result.error);
-    this.#denials.remember(key, cost, result.value, op.limits);
+    this.#denials?.remember(key, cost, result.value, op.limits);
     return this.#store.count(decisionOf(result.value, op.limits, 'global'));
   }
 

@@ -27,9 +27,17 @@ function setup(options: Partial<RequestLimiterOptions> = {}) {
 }
 
 describe('RequestLimiter', () => {
-  it('turns a key the store turned away in process until a token could pass, and a reward or reset lifts it', async () => {
+  it('by default asks the store again for a key it has just turned away', async () => {
+    const { store, limiter } = setup();
+    for (let i = 0; i < 11; i++) await limiter.consume('k');
+    expect(await limiter.consume('k')).toMatchObject({ allowed: false, tier: 'global' });
+    expect(store.count('take')).toBe(12);
+  });
+
+  it('rememberDenials: turns a key the store turned away in process until a token could pass, and a reward or reset lifts it', async () => {
     const { clock, store, limiter } = setup({
       limits: [perSecond(10), defineLimit({ capacity: 1000, refillPerSecond: 1000, name: 'wide' })],
+      rememberDenials: true,
     });
     for (let i = 0; i < 10; i++) await limiter.consume('k');
     const turnedAway = await limiter.consume('k');

@@ -92,6 +92,11 @@ export class Coalescer<Op, Reply> {
     }
   }
 
+  /** Most bucket keys one call carries. */
+  get maxKeysPerCall(): number {
+    return this.#maxKeys;
+  }
+
   /** Counters since the coalescer was made. */
   stats(): CoalescerStats {
     return { calls: this.#calls, ops: this.#ops, keys: this.#keys };

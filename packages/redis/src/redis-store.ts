@@ -104,6 +104,14 @@ export class RedisStore implements GlobalStore {
     return this.#shards;
   }
 
+  /**
+   * Ops a round trip carries at most: `coalesce.maxKeysPerCall`, or 1 on a Cluster without
+   * `shards`, where a call carries one slot's ops and each user key is a slot of its own.
+   */
+  get opsPerCall(): number {
+    return this.#client.isCluster && this.#shards === undefined ? 1 : this.#coalescer.maxKeysPerCall;
+  }
+
   /** Which client library the store drives: `ioredis` (iovalkey too), `node-redis`, or an adapter's name. */
   get client(): string {
     return this.#client.client;

@@ -91,12 +91,16 @@ export class Syncer {
   }
 
   /**
-   * Starts a round of syncs: the calls the last one cost (a call per 32 ops) set the period, so
-   * that an instance holding many keys keeps to its share of the budget too. At a fixed period, one
-   * instance holding 1,000 keys made 32 calls every 20 ms, 1,600 a second against a budget of 200.
+   * Starts a round over the `candidates` keys that hold tokens or asked the store since the last
+   * one: what a round over them all costs (a call per 32 ops, or the store's `opsPerCall`) sets
+   * the period, so that an instance holding many keys keeps to its share of the budget. At a fixed
+   * period one instance holding 1,000 keys made 32 calls every 20 ms, 1,600 a second against a
+   * budget of 200. The candidates count, not only the keys leased: a key back every second never
+   * got a lease at a 20 ms period, and with 100,000 such keys every request was a take.
    */
-  round(): void {
-    const calls = Math.max(1, Math.ceil(this.#roundOps / OPS_PER_CALL));
+  round(candidates: number): void {
+    const perCall = this.#store.opsPerCall ?? OPS_PER_CALL;
+    const calls = Math.max(1, Math.ceil(Math.max(this.#roundOps, candidates) / perCall));
     this.#roundOps = 0;
     if (calls === this.#calls) return;
     this.#calls = calls;
