@@ -20,9 +20,9 @@ const ONE_REQUEST_MS = 1_000;
  * next sync: its rate over the last periods (an EWMA) times `T + δ`, plus three standard deviations
  * of a Poisson count, capped by a fair share of the limit and a quarter of what the bucket has
  * left. The store gathers these ops into a call per 32 keys, so a fleet makes about
- * `instances ÷ T` sync calls a second whatever its request rate, and leaves the rest of its budget
- * to the refills of keys that ran dry between syncs. Each sync also tells the store this instance is alive
- * and reads how many are: the period and the fair share follow the live fleet.
+ * `instances ÷ T` sync calls a second whatever its request rate, and leaves the rest of its
+ * budget to the refills of keys that ran dry between syncs. Each sync also tells the store this
+ * instance is alive and reads how many are: the period and the fair share follow the live fleet.
  */
 export class Syncer {
   readonly #config: TieredConfig;
@@ -33,8 +33,7 @@ export class Syncer {
   readonly #instanceId: string;
   #live: number | undefined;
   #periodMs: number;
-  /** Ops the current round of syncs has sent, and the calls a round costs (as of the last one). */
-  #roundOps = 0;
+  /** The calls a round costs, as of the last one. */
   #calls = 1;
   /** How much longer than a period a grant lives: its overlap with the next one. */
   #slackMs = 0;
@@ -100,8 +99,7 @@ export class Syncer {
    */
   round(candidates: number): void {
     const perCall = this.#store.opsPerCall ?? OPS_PER_CALL;
-    const calls = Math.max(1, Math.ceil(Math.max(this.#roundOps, candidates) / perCall));
-    this.#roundOps = 0;
+    const calls = Math.max(1, Math.ceil(candidates / perCall));
     if (calls === this.#calls) return;
     this.#calls = calls;
     this.#retime();
@@ -134,7 +132,7 @@ export class Syncer {
       Math.round(bridging + 2 * Math.sqrt(bridging)),
     );
     const want = this.#want(lease, nowMs, current || lease.grants.length > 0);
-    if ((want > 0 || owes(lease)) && this.#refiller.sync(lease, want) !== undefined) this.#roundOps++;
+    if (want > 0 || owes(lease)) void this.#refiller.sync(lease, want);
     return back;
   }
 
