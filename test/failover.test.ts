@@ -26,6 +26,7 @@ import {
   startSentinel,
   startTcpProxy,
   uniquePrefix,
+  waitUntil,
   whenReady,
 } from '@tiered-limiter/test-harness';
 import { Redis } from 'ioredis';
@@ -41,6 +42,8 @@ const HOT = defineLimit({ capacity: 1_000_000, refillPerSecond: 0.001, name: 'ho
 const ONCE = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'once' });
 const HOT_KEYS = ['a', 'b', 'c', 'd'];
 const MAX_DECISIONS = 200_000;
+/** How long a demoted or restarted master may take to resync with the new one. */
+const RESYNC_TIMEOUT_MS = 45_000;
 
 interface Seen {
   readonly at: number;
@@ -306,52 +309,59 @@ describe('Sentinel: 1 master, 1 replica, 3 Sentinels', () => {
     await topology.restart(oldMaster); // the Sentinels make it a replica of the new master
   });
 
-  it('READONLY from a demoted master behind one endpoint: a failure the policy decides, then the new master', async () => {
-    const master = topology.nodeClient(await topology.master());
-    // The restarted old master must be a replica in sync before FAILOVER can hand over to it.
-    for (let i = 0; i < 300; i++) {
-      if (/slave0:.*state=online/.test(await master.info('replication'))) break;
-      await sleepAtLeast(50);
-    }
-    // One endpoint in front of the master, moved when the Sentinels announce the new one, as a
-    // managed service's DNS name is (a Sentinel-aware client checks the role and never sees
-    // READONLY; a client of one address does).
-    const endpoint = await startTcpProxy(await topology.master());
-    const redis = new Redis({
-      ...recommendedRedisOptions,
-      reconnectOnError: reconnectOnReadonly,
-      host: endpoint.host,
-      port: endpoint.port,
-    });
-    redis.on('error', () => {});
-    await whenReady(redis);
-    try {
-      const figures = await failoverUnderLoad(
-        {
-          redis,
-          promotion: async () => {
-            const promoted = await setup.promotion();
-            const watcher = topology.nodeClient(topology.sentinels[1]!);
-            await watcher.subscribe('+switch-master');
-            watcher.on('message', (_channel, message: string) => {
-              const [, , , host, port] = message.split(' ');
-              endpoint.retarget({ host: host!, port: Number(port) });
-            });
-            return promoted;
-          },
-        },
-        async () => {
-          // The master hands over to its replica and becomes one; writes to it answer READONLY.
-          await master.call('FAILOVER', 'TIMEOUT', '5000');
-        },
-        'Sentinel, master demoted behind one endpoint',
+  it(
+    'READONLY from a demoted master behind one endpoint: a failure the policy decides, then the new master',
+    async () => {
+      const master = topology.nodeClient(await topology.master());
+      // The restarted old master must be a replica in sync before FAILOVER can hand over to it.
+      // Under a loaded machine its full resync has taken over 15 s; a test that went on without it
+      // failed later, on "FAILOVER requires connected replicas", far from the cause.
+      await waitUntil(
+        'the restarted old master to be an online replica',
+        async () => /slave0:.*state=online/.test(await master.info('replication')),
+        RESYNC_TIMEOUT_MS,
       );
-      expect(figures.readonlyAnswers).toBeGreaterThan(0);
-    } finally {
-      redis.disconnect();
-      await endpoint.close();
-    }
-  });
+      // One endpoint in front of the master, moved when the Sentinels announce the new one, as a
+      // managed service's DNS name is (a Sentinel-aware client checks the role and never sees
+      // READONLY; a client of one address does).
+      const endpoint = await startTcpProxy(await topology.master());
+      const redis = new Redis({
+        ...recommendedRedisOptions,
+        reconnectOnError: reconnectOnReadonly,
+        host: endpoint.host,
+        port: endpoint.port,
+      });
+      redis.on('error', () => {});
+      await whenReady(redis);
+      try {
+        const figures = await failoverUnderLoad(
+          {
+            redis,
+            promotion: async () => {
+              const promoted = await setup.promotion();
+              const watcher = topology.nodeClient(topology.sentinels[1]!);
+              await watcher.subscribe('+switch-master');
+              watcher.on('message', (_channel, message: string) => {
+                const [, , , host, port] = message.split(' ');
+                endpoint.retarget({ host: host!, port: Number(port) });
+              });
+              return promoted;
+            },
+          },
+          async () => {
+            // The master hands over to its replica and becomes one; writes to it answer READONLY.
+            await master.call('FAILOVER', 'TIMEOUT', '5000');
+          },
+          'Sentinel, master demoted behind one endpoint',
+        );
+        expect(figures.readonlyAnswers).toBeGreaterThan(0);
+      } finally {
+        redis.disconnect();
+        await endpoint.close();
+      }
+    },
+    RESYNC_TIMEOUT_MS + 30_000,
+  );
 });
 
 // A fresh cluster per client: CLUSTER FAILOVER asks a replica in sync with its master, and a
@@ -378,46 +388,51 @@ describe.each(CLIENT_KINDS)('Cluster: 3 masters, a replica each (%s)', (kind) =>
     throw new Error(`no replica of ${owner.port}`);
   }
 
-  it('CLUSTER FAILOVER of a master under load: policy meanwhile, back on leases within 2 s, nothing counted twice', async () => {
-    const client = await connectCluster(kind, cluster.nodes);
-    try {
-      const keySlot = Number(
-        await cluster.nodeClient(cluster.nodes[0]!).call('CLUSTER', 'KEYSLOT', `x:{${HOT_KEYS[0]}}:hot`),
-      );
-      let promoted: ClusterNode | undefined;
-      await failoverUnderLoad(
-        {
-          redis: client.client,
-          promotion: async () => {
-            let at = Number.NaN;
-            const { replica } = await ownerAndReplica(keySlot);
-            promoted = replica;
-            const poll = cluster.nodeClient(replica);
-            // A replica that was a master a moment ago (an earlier run) must resync first.
-            for (let i = 0; i < 400; i++) {
-              if ((await poll.info('replication')).includes('master_link_status:up')) break;
-              await sleepAtLeast(25);
-            }
-            void (async () => {
-              for (let i = 0; i < 2000 && Number.isNaN(at); i++) {
-                const role = String(((await poll.call('ROLE')) as unknown[])[0]);
-                if (role === 'master') at = performance.now();
-                else await sleepAtLeast(5);
-              }
-            })();
-            return () => at;
+  it(
+    'CLUSTER FAILOVER of a master under load: policy meanwhile, back on leases within 2 s, nothing counted twice',
+    async () => {
+      const client = await connectCluster(kind, cluster.nodes);
+      try {
+        const keySlot = Number(
+          await cluster.nodeClient(cluster.nodes[0]!).call('CLUSTER', 'KEYSLOT', `x:{${HOT_KEYS[0]}}:hot`),
+        );
+        let promoted: ClusterNode | undefined;
+        await failoverUnderLoad(
+          {
+            redis: client.client,
+            promotion: async () => {
+              let at = Number.NaN;
+              const { replica } = await ownerAndReplica(keySlot);
+              promoted = replica;
+              const poll = cluster.nodeClient(replica);
+              // A replica that was a master a moment ago (an earlier run) must resync first.
+              await waitUntil(
+                'the replica to resync with its master',
+                async () => (await poll.info('replication')).includes('master_link_status:up'),
+                RESYNC_TIMEOUT_MS,
+              );
+              void (async () => {
+                for (let i = 0; i < 2000 && Number.isNaN(at); i++) {
+                  const role = String(((await poll.call('ROLE')) as unknown[])[0]);
+                  if (role === 'master') at = performance.now();
+                  else await sleepAtLeast(5);
+                }
+              })();
+              return () => at;
+            },
           },
-        },
-        async () => {
-          // The replica takes over its master's slots; the master pauses writes until the
-          // replica has caught up, then answers MOVED to the new owner.
-          await cluster.nodeClient(promoted!).call('CLUSTER', 'FAILOVER');
-        },
-        `Cluster, CLUSTER FAILOVER (${kind})`,
-        { failures: false },
-      );
-    } finally {
-      client.close();
-    }
-  });
+          async () => {
+            // The replica takes over its master's slots; the master pauses writes until the
+            // replica has caught up, then answers MOVED to the new owner.
+            await cluster.nodeClient(promoted!).call('CLUSTER', 'FAILOVER');
+          },
+          `Cluster, CLUSTER FAILOVER (${kind})`,
+          { failures: false },
+        );
+      } finally {
+        client.close();
+      }
+    },
+    RESYNC_TIMEOUT_MS + 30_000,
+  );
 });

@@ -135,6 +135,29 @@ describe('observeLimiter and instrumentStore', () => {
     await otel.shutdown();
   });
 
+  it('instrumentStore passes the heartbeat and opsPerCall through: a wrapped fleet sees its live size', async () => {
+    const otel = sdk();
+    const redis = server.client(recommendedRedisOptions);
+    await whenReady(redis);
+    const inner = new RedisStore({ redis, prefix: uniquePrefix('otel-fleet') });
+    const store = instrumentStore(inner, otel.meter);
+    expect(store.opsPerCall).toBe(inner.opsPerCall);
+    expect(store.opsPerCall).toBe(32);
+    await expect(store.heartbeat!('other-instance', 60_000)).resolves.toBe(1);
+    // A limiter on the wrapped store counts itself and the other instance at its first sync.
+    const limiter = new TieredLimiter({ store, limits: LIMIT, failurePolicy: 'open' });
+    const deadline = Date.now() + 5_000;
+    while (limiter.stats().instances !== 2 && Date.now() < deadline) await sleepAtLeast(20);
+    expect(limiter.stats().instances).toBe(2);
+    const histogram = (await otel.collect()).get(METRICS.storeDuration)!;
+    const beats = (histogram.dataPoints as DataPoint<Histogram>[]).find(
+      (p) => p.attributes[ATTRIBUTES.operation] === 'heartbeat',
+    );
+    expect(beats?.value.count).toBeGreaterThanOrEqual(2);
+    await limiter.close();
+    await otel.shutdown();
+  });
+
   it('report degraded time and breaker openings while Redis is paused, and the way back', async () => {
     const otel = sdk();
     const redis = server.client(recommendedRedisOptions);

@@ -1,14 +1,21 @@
 import { recommendedClusterOptions } from '@tiered-limiter/redis';
 import { readCommandStats, startCluster, whenReady } from '@tiered-limiter/test-harness';
 import { columns } from './columns.js';
-import { small, times } from './format.js';
+import { count, small, times } from './format.js';
 import { POLICY_NOTE } from './health.js';
 import { MANY_KEYS } from './key-sets.js';
 import { DECLARED_INSTANCES } from './keys.js';
 import { requestLimiter, rlfRedis, tieredLimiter } from './limiters.js';
 import { BITES_10, peerLimitOf } from './limits.js';
 import type { BenchSettings, Column, RunContext, Section } from './section.js';
-import { measureOn, measureThroughput, throughputColumns, throughputProgress } from './throughput.js';
+import {
+  measureOn,
+  measureThroughput,
+  STEADY_MEASURE_MS,
+  STEADY_WARMUP_MS,
+  throughputColumns,
+  throughputProgress,
+} from './throughput.js';
 import { PEER, relateToPeers, type ThroughputRow, type ThroughputTask, taskName } from './throughput-row.js';
 
 const LIMIT = BITES_10;
@@ -58,6 +65,7 @@ export function clusterTasks(): ClusterTask[] {
       inFlight: IN_FLIGHT,
       peer: nameOf(PEER, topology),
       make,
+      steady: true,
       topology,
       oneMaster: nameOf(limiter, 'standalone'),
     })),
@@ -132,7 +140,8 @@ export const clusterSection: Section<ClusterTask, ClusterRow> = {
       "sends a script call per slot, and a master's slots' calls as one pipeline: **script calls** (EVALSHA, by " +
       '`INFO commandstats` summed over the masters) and **round trips** (calls and pipelines, by `RedisStore.stats()`) ' +
       'differ there; **key-ops / call** is keys per round trip. Per-user keys spread over 16,384 slots, so a ' +
-      `pipeline's script calls carry about one key each. ${s.quick ? 'A quick run warms up briefly.' : 'A full run warms up with one pass over every key.'} ` +
+      `pipeline's script calls carry about one key each. ${s.quick ? 'A quick run warms up briefly.' : `A full run times each row in steady state, as the many-keys rows (${count(STEADY_WARMUP_MS)} ms of warm-up, ${count(STEADY_MEASURE_MS)} ms timed).`} ` +
+      "`RedisStore`'s `shards` option groups many users into a few slots (README › Virtual shards); these rows run without it. " +
       'Every server shares the same 2 cores with the bench: a Cluster here shows the cost of spreading, not the ' +
       'throughput of 3 machines. No probe watches the Cluster (its `other client p99` would be of another server).',
     POLICY_NOTE,

@@ -121,7 +121,8 @@ export function headline(rows: Readonly<Record<string, readonly Named[]>>): stri
         policy?: { allowed: number; denied: number } | null;
         health?: { redisHealthy: boolean | null };
       };
-      return row.health?.redisHealthy === true && (row.policy?.allowed ?? 0) + (row.policy?.denied ?? 0) > 0;
+      // A row with no probe (a Cluster row runs on its own Cluster) had no fault injected either.
+      return row.health?.redisHealthy !== false && (row.policy?.allowed ?? 0) + (row.policy?.denied ?? 0) > 0;
     });
   lines.push(
     marked.length === 0

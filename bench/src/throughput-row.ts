@@ -20,6 +20,11 @@ export interface ThroughputTask {
   /** The row this one is divided by: rate-limiter-flexible in the same scenario. */
   readonly peer: string | undefined;
   readonly make: SubjectFactory;
+  /**
+   * Timed in steady state (a full run): warmed up for `STEADY_WARMUP_MS`, then timed over
+   * `STEADY_MEASURE_MS`, both longer than the longest sync period. For the 100,000-key rows.
+   */
+  readonly steady?: boolean;
   /** Keys whose admissions are stamped and checked against `bound` (the bound of the limiter's mode). */
   readonly checked?: {
     readonly keys: readonly string[];

@@ -52,7 +52,7 @@ export {
 } from './option-tables.js';
 export type { RedisProcessOptions } from './processes.js';
 export { findBinary, freePort, LOOPBACK, portIsFree, RedisProcess } from './processes.js';
-export { sleepAtLeast, sleepUntil, stopwatch } from './real-time.js';
+export { sleepAtLeast, sleepUntil, stopwatch, waitUntil } from './real-time.js';
 export type { ClusterNode, ClusterStartOptions, RedisCluster } from './redis-cluster.js';
 export { startCluster } from './redis-cluster.js';
 export type { Address, RedisSentinel, SentinelStartOptions } from './redis-sentinel.js';

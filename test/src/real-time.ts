@@ -26,3 +26,24 @@ export async function sleepUntil(deadline: number): Promise<void> {
 export function sleepAtLeast(ms: number): Promise<void> {
   return sleepUntil(performance.now() + ms);
 }
+
+/** How often `waitUntil` checks. */
+const WAIT_POLL_MS = 50;
+
+/**
+ * Checks `check` every 50 ms until it holds, and throws naming `what` if it has not within
+ * `timeoutMs`: a test that needs a topology in some state says so when it never gets there,
+ * rather than going on from the wrong one.
+ */
+export async function waitUntil(
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (performance.now() >= deadline) throw new Error(`waited ${timeoutMs} ms for ${what}`);
+    await sleepAtLeast(WAIT_POLL_MS);
+  }
+}

@@ -13,6 +13,7 @@ import {
   removeTempDir,
   SERVER_START_TIMEOUT_MS,
 } from './processes.js';
+import { waitUntil } from './real-time.js';
 
 /** One master of a test cluster. */
 export interface ClusterNode {
@@ -48,7 +49,6 @@ const run = promisify(execFile);
 const PORT_ATTEMPTS = 200;
 /** Client ports are drawn from here, so that each bus port (port + 10000) stays below 65536. */
 const PORT_RANGE = { from: 10_000, to: 40_000 };
-const STATE_POLL_MS = 50;
 const CLUSTER_CREATE_TIMEOUT_MS = 60_000;
 
 /**
@@ -165,21 +165,21 @@ async function clusterPorts(count: number): Promise<number[]> {
 }
 
 async function waitForClusterOk(admin: Redis, known: number): Promise<void> {
-  const deadline = Date.now() + SERVER_START_TIMEOUT_MS;
-  let info = '';
-  while (Date.now() < deadline) {
-    info = String(await admin.call('CLUSTER', 'INFO'));
-    if (info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${known}\r`)) return;
-    await new Promise((resolve) => setTimeout(resolve, STATE_POLL_MS));
-  }
-  throw new Error(`cluster not ok in ${SERVER_START_TIMEOUT_MS} ms:\n${info}`);
+  await waitUntil(
+    `cluster_state:ok with ${known} known nodes`,
+    async () => {
+      const info = String(await admin.call('CLUSTER', 'INFO'));
+      return info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${known}\r`);
+    },
+    SERVER_START_TIMEOUT_MS,
+  );
 }
 
 async function waitForSync(replica: Redis): Promise<void> {
-  const deadline = Date.now() + SERVER_START_TIMEOUT_MS;
-  while (Date.now() < deadline) {
-    if ((await replica.info('replication')).includes('master_link_status:up')) return;
-    await new Promise((resolve) => setTimeout(resolve, STATE_POLL_MS));
-  }
-  throw new Error(`replica not in sync in ${SERVER_START_TIMEOUT_MS} ms`);
+  await waitUntil('the replica in sync', () => replicaInSync(replica), SERVER_START_TIMEOUT_MS);
+}
+
+/** Whether `replica`'s link to its master is up (INFO replication). */
+export async function replicaInSync(replica: Redis): Promise<boolean> {
+  return (await replica.info('replication')).includes('master_link_status:up');
 }

@@ -11,6 +11,7 @@ import {
   removeTempDir,
   SERVER_START_TIMEOUT_MS,
 } from './processes.js';
+import { waitUntil } from './real-time.js';
 
 /** A host and port on loopback. */
 export interface Address {
@@ -51,7 +52,6 @@ export interface SentinelStartOptions {
 
 const MASTER_NAME = 'tl-master';
 const QUORUM = 2;
-const POLL_MS = 50;
 
 /**
  * Starts a Sentinel topology from the `redis-server` binary alone: a master, one replica
@@ -174,11 +174,6 @@ async function distinctPorts(count: number): Promise<number[]> {
   return [...ports];
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>): Promise<void> {
-  const deadline = performance.now() + SERVER_START_TIMEOUT_MS;
-  while (performance.now() < deadline) {
-    if (await check()) return;
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-  }
-  throw new Error(`startSentinel: waited ${SERVER_START_TIMEOUT_MS} ms for ${what}`);
+function waitFor(what: string, check: () => Promise<boolean>): Promise<void> {
+  return waitUntil(`startSentinel: ${what}`, check, SERVER_START_TIMEOUT_MS);
 }

@@ -1,4 +1,4 @@
-import { type Decision, defineLimit } from '@tiered-limiter/core';
+import { type BucketOp, type Decision, defineLimit, type GlobalStore } from '@tiered-limiter/core';
 import { MemoryStore, type TieredLimiter } from '@tiered-limiter/local';
 import { seededRandom } from '@tiered-limiter/test-harness';
 import { describe, expect, it } from 'vitest';
@@ -135,6 +135,46 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
     expect(l.stats().syncPeriodMs).toBe(111);
     const callsPerSecond = (store.ops.length - opsBefore) / 2 / 32;
     expect(callsPerSecond).toBeLessThanOrEqual(200);
+  });
+
+  it('sends a round’s next slice of 1,024 keys only once the store has answered the one before', async () => {
+    const { clock, advance } = fakeTime();
+    const inner = new MemoryStore({ clock });
+    const ops: BucketOp[] = [];
+    const held: (() => void)[] = [];
+    let holding = false;
+    // A store slower than the slices come: it answers only when the test lets it.
+    const store: GlobalStore = {
+      apply(op) {
+        ops.push(op);
+        const reply = inner.apply(op);
+        return holding ? new Promise((resolve) => held.push(() => resolve(reply))) : reply;
+      },
+      reset: (key, limits) => inner.reset(key, limits),
+    };
+    const l = limiter(store, clock, {
+      sync: { fleetCallsPerSecond: 20 },
+      instances: 1,
+      maxKeys: 10_000,
+      timeoutMs: 60_000,
+    });
+    for (let i = 0; i < 3000; i++) await l.consume(`k${i}`);
+    holding = true;
+    const before = ops.length;
+    // The first round starts at the first period (55 ms) and weighs the 3,000 keys: three slices,
+    // due a third of half its new 5 s period apart.
+    await advance(100);
+    expect(ops.length - before).toBe(1024);
+    await advance(4000);
+    expect(ops.length - before).toBe(1024);
+    for (const answer of held.splice(0)) answer();
+    await advance(1000);
+    expect(ops.length - before).toBe(2048);
+    holding = false;
+    for (const answer of held.splice(0)) answer();
+    await advance(1000);
+    expect(ops.length - before).toBe(3000);
+    expect(l.stats().decisions.fallback).toBe(0);
   });
 
   it('200 instances at half the limit of 10 keys: ≤ 1 % of decisions wait, none denied, an op per instance and key per period', async () => {

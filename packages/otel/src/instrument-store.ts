@@ -22,8 +22,9 @@ export function operationOf(op: BucketOp): 'reserve' | 'take' | 'settle' | 'peek
 /**
  * Wraps a `GlobalStore` so that every call is timed into the histogram
  * `tiered_limiter.store.operation.duration` (seconds; attribute `tiered_limiter.store.operation`:
- * `reserve` for a lease refill, `take`, `settle`, `peek`, `reset`; and `error.type` when the call
- * failed). The refill latency of a `TieredLimiter` is the `reserve` series. The wrapper adds a
+ * `reserve` for a lease refill, `take`, `settle`, `peek`, `reset`, `heartbeat`; and `error.type`
+ * when the call failed). The store's `heartbeat` and `opsPerCall`, which the periodic sync reads,
+ * pass through. The refill latency of a `TieredLimiter` is the `reserve` series. The wrapper adds a
  * clock read and a record per call, nothing on the limiter's hot path.
  *
  * @example
@@ -65,9 +66,18 @@ export function instrumentStore(
       },
     );
   };
-  return {
+  const wrapped: { -readonly [K in keyof GlobalStore]: GlobalStore[K] } = {
     apply: (op: BucketOp): Promise<BucketReply> => timed(operationOf(op), () => store.apply(op)),
     reset: (key: string, limits: readonly LimitSpec[]): Promise<void> =>
       timed('reset', () => store.reset(key, limits)),
   };
+  // What the periodic sync reads of the store passes through: without the heartbeat a wrapped
+  // fleet kept its declared size, and without `opsPerCall` its period assumed 32 ops a call.
+  const heartbeat = store.heartbeat;
+  if (heartbeat !== undefined) {
+    wrapped.heartbeat = (instance: string, ttlMs: number): Promise<number> =>
+      timed('heartbeat', () => heartbeat.call(store, instance, ttlMs));
+  }
+  Object.defineProperty(wrapped, 'opsPerCall', { get: () => store.opsPerCall, enumerable: true });
+  return wrapped;
 }

@@ -86,6 +86,8 @@ for e = 1, tonumber(ARGV[1]) do
     local st = load(KEYS[at_key])
     at_key = at_key + 1
     settle(st, caps[i], rates[i])
+    -- This entry may change the state: the ms until full that save() can reuse is the reply's below.
+    st.full = nil
     states[i] = st
   end
   -- The flags' fields, in order (Lua 5.1 has no bit operators: a bit is a remainder).
@@ -163,9 +165,12 @@ for e = 1, tonumber(ARGV[1]) do
   local at, at_wait, at_rem, at_full = 1, 0, 0, 0
   for i = 1, n do
     local st = states[i]
-    local wait = ms_until(st, st.cap, st.rate, wait_for - ahead_ms * st.rate)
+    -- An admitted entry on one limit replies no wait: the one limit is the one it speaks of.
+    local wait = 0
+    if n > 1 or not admitted then wait = ms_until(st, st.cap, st.rate, wait_for - ahead_ms * st.rate) end
     local w = whole(st.t)
     local full = ms_until(st, st.cap, st.rate, st.cap)
+    st.full = full
     if i == 1 or tighter(wait, w, full, at_wait, at_rem, at_full) then
       at, at_wait, at_rem, at_full = i, wait, w, full
     end

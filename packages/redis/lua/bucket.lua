@@ -7,7 +7,8 @@ It reads Redis's own clock (TIME) once per call, never the caller's, and defines
   now                         the call's time in whole µs (absolute times are whole µs, so every
                               difference is exact; durations are ms)
   load(key), save(key)
-                              a key's state { t = tokens, at = µs, held = { {id, count}, ... } },
+                              a key's state { t = tokens, at = µs, held = { {id, count}, ... },
+                              full = ms until full, when the caller computed it for this state },
                               cached per call so that several entries on one key see each other's
                               effects; save writes it back (or deletes a full bucket with nothing
                               on lease) with a TTL of ms until full + TTL_MARGIN_MS
@@ -207,6 +208,10 @@ local function save(key)
   end
   local value = format('%.17g %d', st.t, st.at)
   for i = 1, #held do value = value .. format(' %d:%d', held[i][1], held[i][2]) end
-  -- A number argument reaches Redis in its shortest exact form: a whole ms count stays whole.
-  redis.call('SET', key, value, 'PX', ms_until(st, cap, st.rate, cap) + TTL_MARGIN_MS)
+  -- The last entry on the key replied its ms until full (apply.lua keeps it in st.full) from
+  -- this very state: computed once, not twice. A number argument reaches Redis in its shortest
+  -- exact form: a whole ms count stays whole.
+  local full = st.full
+  if full == nil then full = ms_until(st, cap, st.rate, cap) end
+  redis.call('SET', key, value, 'PX', full + TTL_MARGIN_MS)
 end

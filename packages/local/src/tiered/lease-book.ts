@@ -233,6 +233,7 @@ export class LeaseBook {
     const syncer = this.#syncer;
     const released = now - (this.#config.timing.holdMs - this.#config.timing.ttlMs);
     const to = Math.min(leases.length, from + ROUND_SLICE);
+    const sent: Promise<unknown>[] = [];
     for (let i = from; i < to; i++) {
       const lease = leases[i]!;
       // Evicted, reset or closed since the round began.
@@ -240,9 +241,10 @@ export class LeaseBook {
       this.expire(lease, now);
       forgetReleased(lease, released);
       if (syncer !== undefined) {
-        if (syncer.keeps(lease, now) || lease.refill !== undefined)
+        if (syncer.keeps(lease, now) || lease.refill !== undefined) {
           this.#counters.tokensExpired += syncer.sync(lease, now);
-        else this.#holding.delete(lease);
+          if (lease.refill !== undefined) sent.push(lease.refill);
+        } else this.#holding.delete(lease);
       } else if (lease.tokens === 0 && lease.grants.length === 0) {
         this.#holding.delete(lease);
       } else if (lease.refill === undefined && owesHandBack(lease)) {
@@ -254,11 +256,16 @@ export class LeaseBook {
       return;
     }
     // The slices spread over half a period: sent at once, a round's 3,000 calls queued ahead of
-    // every request's call for a second or more, and requests timed out.
+    // every request's call for a second or more, and requests timed out. And a slice waits for
+    // the one before it to be answered: where the store takes an op slower than the slices come
+    // (a Cluster without shards, one script call per key), the round stretches instead of queueing
+    // ahead of every request (a 3-master Cluster on 100,000 keys in turn: requests waited past a
+    // 1 s timeout, 426,878 policy decisions in one bench row).
     const slices = Math.ceil(leases.length / ROUND_SLICE);
     const gapMs = Math.floor((this.#syncer?.periodMs ?? this.#config.sweepEveryMs) / 2 / slices);
-    const next = setTimeout(() => this.#slice(leases, to), gapMs);
-    next.unref();
+    const schedule = () => setTimeout(() => this.#slice(leases, to), gapMs).unref();
+    if (sent.length === 0) schedule();
+    else void Promise.allSettled(sent).then(schedule);
   }
 }
 
