@@ -41,11 +41,24 @@ export interface ClusterRow extends ThroughputRow {
   timesOneMaster: number | null;
 }
 
+/** Virtual shards of the sharded row: four per master, as the README advises for many keys. */
+const SHARDS = 12;
+const SHARDED = `TieredLimiter (shards ${SHARDS})`;
+
 const LIMITERS: readonly [string, ThroughputTask['make']][] = [
   [
     'TieredLimiter',
     (redis, prefix) =>
       tieredLimiter(redis, prefix, LIMIT.spec, { maxKeys: MANY_KEYS, instances: DECLARED_INSTANCES }),
+  ],
+  [
+    SHARDED,
+    (redis, prefix) =>
+      tieredLimiter(redis, prefix, LIMIT.spec, {
+        maxKeys: MANY_KEYS,
+        instances: DECLARED_INSTANCES,
+        shards: SHARDS,
+      }),
   ],
   ['RequestLimiter', (redis, prefix) => requestLimiter(redis, prefix, LIMIT.spec)],
   [PEER, (redis, prefix) => rlfRedis(redis, prefix, peerLimitOf(LIMIT.spec))],
@@ -57,7 +70,9 @@ const nameOf = (limiter: string, topology: Topology) =>
 export function clusterTasks(): ClusterTask[] {
   const topologies: readonly Topology[] = ['standalone', 'cluster'];
   return topologies.flatMap((topology) =>
-    LIMITERS.map(([limiter, make]) => ({
+    // On one server shards change nothing but the key names: the sharded row runs on the Cluster
+    // alone, against the plain two-tier row on one server.
+    LIMITERS.filter(([limiter]) => topology === 'cluster' || limiter !== SHARDED).map(([limiter, make]) => ({
       name: nameOf(limiter, topology),
       limiter,
       keys: 'many' as const,
@@ -67,7 +82,7 @@ export function clusterTasks(): ClusterTask[] {
       make,
       steady: true,
       topology,
-      oneMaster: nameOf(limiter, 'standalone'),
+      oneMaster: nameOf(limiter === SHARDED ? 'TieredLimiter' : limiter, 'standalone'),
     })),
   );
 }
@@ -141,7 +156,8 @@ export const clusterSection: Section<ClusterTask, ClusterRow> = {
       '`INFO commandstats` summed over the masters) and **round trips** (calls and pipelines, by `RedisStore.stats()`) ' +
       'differ there; **key-ops / call** is keys per round trip. Per-user keys spread over 16,384 slots, so a ' +
       `pipeline's script calls carry about one key each. ${s.quick ? 'A quick run warms up briefly.' : `A full run times each row in steady state, as the many-keys rows (${count(STEADY_WARMUP_MS)} ms of warm-up, ${count(STEADY_MEASURE_MS)} ms timed).`} ` +
-      "`RedisStore`'s `shards` option groups many users into a few slots (README › Virtual shards); these rows run without it. " +
+      `\`${SHARDED}\` gives its \`RedisStore\` \`shards: ${SHARDS}\`, which puts many users in a few slots (README › ` +
+      'Virtual shards), so a script call carries many keys; the other rows run without it. ' +
       'Every server shares the same 2 cores with the bench: a Cluster here shows the cost of spreading, not the ' +
       'throughput of 3 machines. No probe watches the Cluster (its `other client p99` would be of another server).',
     POLICY_NOTE,

@@ -81,9 +81,9 @@ export function bareStore(redis: BenchClient, prefix: string, limit: LimitSpec):
  * What both tiers are given in every row: a `RedisStore` of their own (as `createRedisLimiter` and
  * `createTieredLimiter` make it), the row's limit, `failurePolicy: 'open'` and the rows' timeout.
  */
-function rowOptions(redis: BenchClient, prefix: string, limit: LimitSpec) {
+function rowOptions(redis: BenchClient, prefix: string, limit: LimitSpec, shards?: number) {
   return {
-    store: new RedisStore({ redis, prefix }),
+    store: new RedisStore({ redis, prefix, ...(shards === undefined ? {} : { shards }) }),
     limits: limit,
     failurePolicy: 'open',
     timeoutMs: THROUGHPUT_TIMEOUT_MS,
@@ -111,6 +111,8 @@ export interface TieredSetup {
   /** The fleet size it is told (`instances`). @default not told */
   readonly instances?: number;
   readonly coldStart?: ColdStartOptions;
+  /** Its `RedisStore`'s virtual shards (`shards`). @default none */
+  readonly shards?: number;
 }
 
 /**
@@ -123,8 +125,9 @@ export function tieredLimiter(
   limit: LimitSpec,
   setup: TieredSetup,
 ): Subject {
-  const options = rowOptions(redis, prefix, limit);
-  const limiter = new TieredLimiter({ ...options, ...setup });
+  const { shards, ...limiterSetup } = setup;
+  const options = rowOptions(redis, prefix, limit, shards);
+  const limiter = new TieredLimiter({ ...options, ...limiterSetup });
   return {
     decider: {
       sync: (key) => {
