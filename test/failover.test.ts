@@ -21,6 +21,7 @@ import {
   connectCluster,
   type RedisCluster,
   type RedisSentinel,
+  replicaInSync,
   sleepAtLeast,
   startCluster,
   startSentinel,
@@ -408,7 +409,7 @@ describe.each(CLIENT_KINDS)('Cluster: 3 masters, a replica each (%s)', (kind) =>
               // A replica that was a master a moment ago (an earlier run) must resync first.
               await waitUntil(
                 'the replica to resync with its master',
-                async () => (await poll.info('replication')).includes('master_link_status:up'),
+                () => replicaInSync(poll),
                 RESYNC_TIMEOUT_MS,
               );
               void (async () => {

@@ -54,7 +54,7 @@ export type { RedisProcessOptions } from './processes.js';
 export { findBinary, freePort, LOOPBACK, portIsFree, RedisProcess } from './processes.js';
 export { sleepAtLeast, sleepUntil, stopwatch, waitUntil } from './real-time.js';
 export type { ClusterNode, ClusterStartOptions, RedisCluster } from './redis-cluster.js';
-export { startCluster } from './redis-cluster.js';
+export { replicaInSync, startCluster } from './redis-cluster.js';
 export type { Address, RedisSentinel, SentinelStartOptions } from './redis-sentinel.js';
 export { startSentinel } from './redis-sentinel.js';
 export type { RedisServer, RedisSource } from './redis-server.js';

@@ -12,6 +12,7 @@ import {
   SERVER_START_TIMEOUT_MS,
 } from './processes.js';
 import { waitUntil } from './real-time.js';
+import { replicaInSync } from './redis-cluster.js';
 
 /** A host and port on loopback. */
 export interface Address {
@@ -116,9 +117,7 @@ export async function startSentinel(options: SentinelStartOptions = {}): Promise
       // second and see a promotion at once, instead of within 2 and 10 s.
       await nodeClient(at).call('SENTINEL', 'DEBUG', 'publish-period', '250', 'info-period', '1000');
     }
-    await waitFor('the replica in sync', async () =>
-      String(await nodeClient(dataNodes[1]!).info('replication')).includes('master_link_status:up'),
-    );
+    await waitFor('the replica in sync', () => replicaInSync(nodeClient(dataNodes[1]!)));
     for (const at of sentinels) {
       const sentinel = nodeClient(at);
       await waitFor(`Sentinel ${at.port} to know its peers and the replica`, async () => {
