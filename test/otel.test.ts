@@ -135,7 +135,7 @@ describe('observeLimiter and instrumentStore', () => {
     await otel.shutdown();
   });
 
-  it('instrumentStore passes the heartbeat and opsPerCall through: a wrapped fleet sees its live size', async () => {
+  it('instrumentStore passes the heartbeat, opsPerCall and groupOf through: a wrapped fleet sees its live size', async () => {
     const otel = sdk();
     const redis = server.client(recommendedRedisOptions);
     await whenReady(redis);
@@ -143,6 +143,7 @@ describe('observeLimiter and instrumentStore', () => {
     const store = instrumentStore(inner, otel.meter);
     expect(store.opsPerCall).toBe(inner.opsPerCall);
     expect(store.opsPerCall).toBe(32);
+    expect(store.groupOf?.('user:1')).toBe(inner.groupOf('user:1'));
     await expect(store.heartbeat!('other-instance', 60_000)).resolves.toBe(1);
     // A limiter on the wrapped store counts itself and the other instance at its first sync.
     const limiter = new TieredLimiter({ store, limits: LIMIT, failurePolicy: 'open' });

@@ -104,6 +104,12 @@ export interface GlobalStore {
    * sizes its period by what a round over its keys costs. A store without it counts as 32.
    */
   readonly opsPerCall?: number;
+  /**
+   * The store's call group of `key`, a whole number below 16,384: ops of keys in one group can
+   * share a call (on a Redis Cluster, the key's slot). The periodic sync sends its round in group
+   * order, so that the ops leaving together share calls. A store without it is one group.
+   */
+  groupOf?(key: string): number;
 }
 
 /**

@@ -177,6 +177,44 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
     expect(l.stats().decisions.fallback).toBe(0);
   });
 
+  it('sends a round in the store’s call-group order, asking each key’s group once', async () => {
+    const { clock, advance } = fakeTime();
+    const inner = new MemoryStore({ clock });
+    const ops: BucketOp[] = [];
+    // Seven groups, keys arriving round-robin across them: in arrival order no two neighbours share one.
+    const group = (key: string) => Number(key.slice(1)) % 7;
+    let asked = 0;
+    const store: GlobalStore = {
+      apply(op) {
+        ops.push(op);
+        return inner.apply(op);
+      },
+      reset: (key, limits) => inner.reset(key, limits),
+      groupOf(key) {
+        asked++;
+        return group(key);
+      },
+    };
+    const l = limiter(store, clock, { sync: { fleetCallsPerSecond: 20 }, instances: 1, maxKeys: 10_000 });
+    const keys = Array.from({ length: 700 }, (_, i) => `k${i}`);
+    // Every key twice within a period, so that each is leased and weighed at every round.
+    for (let pass = 0; pass < 2; pass++) for (const key of keys) await l.consume(key);
+    for (let round = 0; round < 2; round++) {
+      const before = ops.length;
+      await advance(l.stats().syncPeriodMs + 1);
+      const sent = ops.slice(before);
+      expect(sent.length).toBe(700);
+      const groups = sent.map((op) => group(op.key));
+      expect(groups).toEqual([...groups].sort((a, b) => a - b));
+      // Within a group, keys keep the order they came in.
+      expect(sent.filter((op) => group(op.key) === 3).map((op) => op.key)).toEqual(
+        Array.from({ length: 100 }, (_, i) => `k${7 * i + 3}`),
+      );
+      for (const key of keys) l.tryConsume(key) ?? (await l.consume(key));
+    }
+    expect(asked).toBe(700);
+  });
+
   it('200 instances at half the limit of 10 keys: ≤ 1 % of decisions wait, none denied, an op per instance and key per period', async () => {
     const { clock, advance } = fakeTime();
     const store = new CountingStore(new MemoryStore({ clock }));

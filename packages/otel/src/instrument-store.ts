@@ -23,7 +23,7 @@ export function operationOf(op: BucketOp): 'reserve' | 'take' | 'settle' | 'peek
  * Wraps a `GlobalStore` so that every call is timed into the histogram
  * `tiered_limiter.store.operation.duration` (seconds; attribute `tiered_limiter.store.operation`:
  * `reserve` for a lease refill, `take`, `settle`, `peek`, `reset`, `heartbeat`; and `error.type`
- * when the call failed). The store's `heartbeat` and `opsPerCall`, which the periodic sync reads,
+ * when the call failed). The store's `heartbeat`, `opsPerCall` and `groupOf`, which the periodic sync reads,
  * pass through. The refill latency of a `TieredLimiter` is the `reserve` series. The wrapper adds a
  * clock read and a record per call, nothing on the limiter's hot path.
  *
@@ -79,5 +79,8 @@ export function instrumentStore(
       timed('heartbeat', () => heartbeat.call(store, instance, ttlMs));
   }
   Object.defineProperty(wrapped, 'opsPerCall', { get: () => store.opsPerCall, enumerable: true });
+  // And without `groupOf` a round on a Cluster went out in one call per key.
+  const groupOf = store.groupOf;
+  if (groupOf !== undefined) wrapped.groupOf = (key: string): number => groupOf.call(store, key);
   return wrapped;
 }

@@ -11,7 +11,7 @@ import calculateSlot from 'cluster-key-slot';
 import { adapterFor, asError, type RedisClientAdapter, type RedisClientLike } from './client/adapter.js';
 import { type CoalesceOptions, Coalescer, type CoalescerStats, type Pending } from './coalescer.js';
 import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_KEYS_PER_CALL, MAX_SHARDS } from './defaults.js';
-import { assertPrefix, bucketKeys, DEFAULT_PREFIX } from './keys.js';
+import { assertPrefix, bucketKey, bucketKeys, DEFAULT_PREFIX } from './keys.js';
 import { type EncodableOp, encodeOps, readReplies } from './ops-codec.js';
 import { APPLY_SCRIPT } from './scripts.js';
 
@@ -110,6 +110,15 @@ export class RedisStore implements GlobalStore {
    */
   get opsPerCall(): number {
     return this.#client.isCluster && this.#shards === undefined ? 1 : this.#coalescer.maxKeysPerCall;
+  }
+
+  /**
+   * The Cluster slot of `key`'s buckets (on a single server, 0): a script call carries one slot's
+   * ops, so the two-tier limiter's sync sends its keys slot by slot and several keys share a call
+   * even without `shards`.
+   */
+  groupOf(key: string): number {
+    return this.#client.isCluster ? calculateSlot(bucketKey(this.#prefix, key, '', this.#shards)) : 0;
   }
 
   /** Which client library the store drives: `ioredis` (iovalkey too), `node-redis`, or an adapter's name. */

@@ -146,6 +146,19 @@ describe('virtual shards', () => {
     expect(perUser).toBeGreaterThanOrEqual(100);
     expect(sharded).toBeLessThanOrEqual(6 * 2);
   });
+
+  it('name a key’s call group: the slot of its buckets, with shards or without', async () => {
+    const prefix = uniquePrefix('group');
+    const plain = new RedisStore({ redis: client, prefix });
+    const sharded = new RedisStore({ redis: client, prefix, shards: 6 });
+    const groups = new Set<number>();
+    for (const user of ['user:42', '{evil}', '', 'x'.repeat(500), 'plain']) {
+      expect(plain.groupOf(user)).toBe(await keySlot(bucketKeys(prefix, user, [slow])[0]!));
+      expect(sharded.groupOf(user)).toBe(await keySlot(bucketKeys(prefix, user, [perHour], 6)[0]!));
+      groups.add(sharded.groupOf(user));
+    }
+    expect(groups.size).toBeLessThanOrEqual(6);
+  });
 });
 
 describe('a slot migrated while a client holds the old slot map', () => {

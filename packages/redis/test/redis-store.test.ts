@@ -73,6 +73,11 @@ describe('construction', () => {
     expect(await redis.exists(`tl:{${user.replaceAll(':', '%3A')}}:slow`)).toBe(1);
     await redis.del(bucketKey('tl', user, 'slow'));
   });
+
+  it('puts every key of one server in one call group', () => {
+    const store = new RedisStore({ redis, prefix: uniquePrefix('group') });
+    expect(['a', 'user:42', '', 'x'.repeat(300)].map((key) => store.groupOf(key))).toEqual([0, 0, 0, 0]);
+  });
 });
 
 describe('failures', () => {

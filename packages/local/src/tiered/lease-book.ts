@@ -1,4 +1,5 @@
 import type { Clock } from '@tiered-limiter/core';
+import { inCallGroupOrder } from './call-groups.js';
 import { drainLease, expireGrants, forgetReleased, type Lease, owes } from './lease.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
@@ -24,6 +25,7 @@ export class LeaseBook {
   readonly #sharedClock: boolean;
   readonly #syncer: Syncer | undefined;
   readonly #onFleet: (live: number) => void;
+  readonly #groupOf: ((key: string) => number) | undefined;
   /** When the timer is due next: with the sync, when every held key next gets its share. */
   #nextTickAtMs: number;
   /** Whether a round is still going through its keys, a slice a turn. */
@@ -38,6 +40,7 @@ export class LeaseBook {
     sharedClock: boolean,
     syncer: Syncer | undefined,
     onFleet: (live: number) => void,
+    groupOf: ((key: string) => number) | undefined,
   ) {
     this.#refiller = refiller;
     this.#counters = counters;
@@ -46,6 +49,7 @@ export class LeaseBook {
     this.#sharedClock = sharedClock;
     this.#syncer = syncer;
     this.#onFleet = onFleet;
+    this.#groupOf = groupOf;
     refiller.onReply((lease, leased, dry) => this.#replied(lease, leased, dry));
     const timer: { handle: NodeJS.Timeout | undefined } = { handle: undefined };
     const firstMs = syncer?.periodMs ?? config.sweepEveryMs;
@@ -218,7 +222,8 @@ export class LeaseBook {
         if (live !== undefined) this.#onFleet(live);
       });
     }
-    const leases = [...this.#holding];
+    const groupOf = this.#groupOf;
+    const leases = groupOf === undefined ? [...this.#holding] : inCallGroupOrder([...this.#holding], groupOf);
     this.#inRound = true;
     this.#slice(leases, 0);
     for (const lease of this.#owing) this.#settle(lease);

@@ -96,6 +96,8 @@ export class Lease {
   resetMs = 0;
   /** The limit the last reply spoke of. */
   limit: LimitSpec;
+  /** The store's call group of the key (`GlobalStore.groupOf`), once a sync asked; -1 before. */
+  group = -1;
 
   constructor(key: string, nowMs: number, limit: LimitSpec) {
     this.key = key;

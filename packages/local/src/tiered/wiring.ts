@@ -70,6 +70,7 @@ export function wireTiered(
     if (config.instances !== undefined && live > config.instances)
       hooks.fleet({ instances: live, declared: config.instances });
   };
+  const groupOf = store.store.groupOf?.bind(store.store);
   const book = new LeaseBook(
     hooks.owner,
     refiller,
@@ -79,6 +80,7 @@ export function wireTiered(
     shared !== undefined,
     syncer,
     onFleet,
+    groupOf,
   );
   const leaseFor = (key: string): Lease => {
     let lease = leases.get(key);
