@@ -201,7 +201,7 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
     for (let pass = 0; pass < 2; pass++) for (const key of keys) await l.consume(key);
     for (let round = 0; round < 2; round++) {
       const before = ops.length;
-      await advance(l.stats().syncPeriodMs + 1);
+      await advance((l.stats().syncPeriodMs ?? 0) + 1);
       const sent = ops.slice(before);
       expect(sent.length).toBe(700);
       const groups = sent.map((op) => group(op.key));
