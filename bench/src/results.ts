@@ -8,7 +8,7 @@ import type { FleetRow } from './fleet-sim.js';
 import { count, duration, markdownTable, percent, small, textTable, times } from './format.js';
 import type { Health } from './health.js';
 import type { MicroRow } from './micro.js';
-import type { NeighbourRow } from './neighbours.js';
+import { BUSY_ROW, IDLE_ROW, type NeighbourRow } from './neighbours.js';
 import { type AnySection, type BenchSettings, grouped, type Named } from './section.js';
 import type { ThroughputRow } from './throughput.js';
 
@@ -190,10 +190,15 @@ function clusterLines(rows: readonly ClusterRow[]): string[] {
   return [`100k keys on a 3-master Cluster ÷ on 1 server: ${cells.join('; ')}`];
 }
 
-/** The probe's PING p99 idle, and each section's worst row against it. */
+/** The probe's PING p99 idle and with every core busy, and each section's worst row against both. */
 function neighbourLines(rows: Readonly<Record<string, readonly Named[]>>): string[] {
-  const idle = ((rows.neighbours ?? []) as readonly NeighbourRow[])[0]?.health.probe;
+  const references = (rows.neighbours ?? []) as readonly NeighbourRow[];
+  const idle = references.find((r) => r.name === IDLE_ROW)?.health.probe;
   if (idle === undefined || idle === null) return [];
+  const busy = references.find((r) => r.name === BUSY_ROW)?.health.probe ?? undefined;
+  const against = (p99: number) =>
+    times(p99 / Math.max(idle.p99Ms, 1e-3)) +
+    (busy === undefined ? '' : `, ${times(p99 / Math.max(busy.p99Ms, 1e-3))} busy`);
   const cells: string[] = [];
   for (const [section, list] of Object.entries(rows)) {
     let worst: { name: string; p99: number } | undefined;
@@ -202,15 +207,14 @@ function neighbourLines(rows: Readonly<Record<string, readonly Named[]>>): strin
       if (section !== 'neighbours' && p99 !== undefined && (worst === undefined || p99 > worst.p99))
         worst = { name: row.name, p99 };
     }
-    if (worst !== undefined) {
-      cells.push(
-        `${section} ${duration(worst.p99 * 1e6)} (${times(worst.p99 / Math.max(idle.p99Ms, 1e-3))}, ${worst.name})`,
-      );
-    }
+    if (worst !== undefined)
+      cells.push(`${section} ${duration(worst.p99 * 1e6)} (${against(worst.p99)}, ${worst.name})`);
   }
   if (cells.length === 0) return [];
+  const busyText =
+    busy === undefined ? '' : `, ${duration(busy.p99Ms * 1e6)} with every core busy and no Redis traffic`;
   return [
-    `Other Redis users: PING p99 ${duration(idle.p99Ms * 1e6)} idle; the worst row of each section, × idle: ${cells.join('; ')}`,
+    `Other Redis users: PING p99 ${duration(idle.p99Ms * 1e6)} idle${busyText}; the worst row of each section, × idle${busy === undefined ? '' : ' and × busy'}: ${cells.join('; ')}`,
   ];
 }
 
