@@ -187,7 +187,10 @@ export class RedisStore implements GlobalStore {
         batches.map((batch) => encodeOps(batch)),
       );
     } catch (error) {
-      for (const batch of batches) for (const pending of batch) pending.reject(failure('apply', error));
+      // One error for the call's ops: they failed together, and an error per op (a stack trace
+      // each) took 5 % of a bench process's CPU when a closing limiter's hand-backs failed.
+      const failed = failure('apply', error);
+      for (const batch of batches) for (const pending of batch) pending.reject(failed);
       return;
     }
     await Promise.all(
@@ -199,8 +202,10 @@ export class RedisStore implements GlobalStore {
         if (reply instanceof Error && REDIRECTED.test(reply.message) && batches.length > 1) {
           reply = await this.#client.evalScript(APPLY_SCRIPT, [encodeOps(batch)]).then((r) => r[0], asError);
         }
-        if (reply instanceof Error) for (const pending of batch) pending.reject(failure('apply', reply));
-        else settle(batch, reply);
+        if (reply instanceof Error) {
+          const failed = failure('apply', reply);
+          for (const pending of batch) pending.reject(failed);
+        } else settle(batch, reply);
       }),
     );
   }

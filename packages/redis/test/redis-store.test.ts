@@ -98,6 +98,25 @@ describe('failures', () => {
     away.disconnect();
   });
 
+  it('rejects every op of a failed call with the one StoreError of that call', async () => {
+    const port = await freePort();
+    const away = new Redis({ ...recommendedRedisOptions, port, host: '127.0.0.1', lazyConnect: true });
+    away.on('error', () => {});
+    const store = new RedisStore({ redis: away });
+    const errors = await Promise.all(
+      ['a', 'b', 'c'].map((key) =>
+        ops(store)
+          .take(key, [slow], 1)
+          .catch((e: unknown) => e),
+      ),
+    );
+    expect(store.stats().calls).toBe(1);
+    expect(errors[0]).toBeInstanceOf(StoreError);
+    expect(errors[1]).toBe(errors[0]);
+    expect(errors[2]).toBe(errors[0]);
+    away.disconnect();
+  });
+
   it('rejects with a StoreError when a key holds something that is not a bucket', async () => {
     const store = new RedisStore({ redis, prefix: uniquePrefix('wrongtype') });
     await redis.hset(bucketKey(store.prefix, 'k', 'slow'), 'not', 'a bucket');
