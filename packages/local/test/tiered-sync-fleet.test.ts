@@ -177,6 +177,39 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
     expect(l.stats().decisions.fallback).toBe(0);
   });
 
+  it('spaces a round’s slices from when each was sent, so that slow answers do not stretch the round past its period', async () => {
+    const { clock, advance } = fakeTime();
+    const inner = new MemoryStore({ clock });
+    const sentAt: number[] = [];
+    let slow = false;
+    // A store that answers a second late once the round begins.
+    const store: GlobalStore = {
+      apply(op) {
+        if (!slow) return inner.apply(op);
+        sentAt.push(clock.now());
+        const reply = inner.apply(op);
+        return new Promise((resolve) => setTimeout(() => resolve(reply), 1_000));
+      },
+      reset: (key, limits) => inner.reset(key, limits),
+    };
+    const l = limiter(store, clock, {
+      sync: { fleetCallsPerSecond: 20 },
+      instances: 1,
+      maxKeys: 10_000,
+      timeoutMs: 60_000,
+    });
+    for (let i = 0; i < 3000; i++) await l.consume(`k${i}`);
+    slow = true;
+    for (let ms = 0; ms < 7_000; ms += 10) await advance(10);
+    // Three slices, 833 ms apart (half of a 5 s period over three), each answered after 1 s: the
+    // next leaves as the answer lands. Spaced from the answers, the third left at 3,666 ms.
+    expect(sentAt.length).toBeGreaterThanOrEqual(3000);
+    const slices = [...new Set(sentAt.slice(0, 3000))].map((ms) => ms - sentAt[0]!);
+    expect(slices).toEqual([0, 1_000, 2_000]);
+    slow = false;
+    await advance(2_000);
+  });
+
   it('sends a round in the store’s call-group order, asking each key’s group once', async () => {
     const { clock, advance } = fakeTime();
     const inner = new MemoryStore({ clock });
