@@ -1,6 +1,18 @@
 import { defineLimit, perHour, perSecond } from '@tiered-limiter/core';
-import { createRedisLimiter, createTieredLimiter, recommendedClusterOptions } from '@tiered-limiter/redis';
-import { type RedisCluster, startCluster, uniquePrefix, whenReady } from '@tiered-limiter/test-harness';
+import { TieredLimiter } from '@tiered-limiter/local';
+import {
+  createRedisLimiter,
+  createTieredLimiter,
+  RedisStore,
+  recommendedClusterOptions,
+} from '@tiered-limiter/redis';
+import {
+  type RedisCluster,
+  sleepAtLeast,
+  startCluster,
+  uniquePrefix,
+  whenReady,
+} from '@tiered-limiter/test-harness';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -60,4 +72,53 @@ describe('limiters on a real Redis Cluster', () => {
     expect(limiter.stats().decisions.lease).toBeGreaterThan(users.length * 20);
     await limiter.close();
   });
+
+  it('TieredLimiter without shards: a sync round goes slot by slot, so keys of one slot share a script call', async () => {
+    const prefix = uniquePrefix('cl-order');
+    const store = new RedisStore({ redis: client, prefix });
+    // 400 user keys in 40 slots, 10 each, found by their slot: users in one slot, as 100,000 users share 16,384.
+    const slots = new Map<number, string[]>();
+    for (let i = 0; slots.size < 40 || [...slots.values()].some((keys) => keys.length < 10); i++) {
+      const key = `user-${i}`;
+      const slot = store.groupOf(key);
+      const keys = slots.get(slot);
+      if (keys === undefined) {
+        if (slots.size < 40) slots.set(slot, [key]);
+      } else if (keys.length < 10) keys.push(key);
+    }
+    // Arrival order mixes the slots: neighbours never share one.
+    const keys = Array.from({ length: 400 }, (_, i) => [...slots.values()][i % 40]![Math.floor(i / 40)]!);
+    const limiter = new TieredLimiter({
+      store,
+      limits: defineLimit({ capacity: 1000, refillPerSecond: 1000 }),
+      failurePolicy: 'closed',
+      instances: 1,
+      timeoutMs: 1000,
+    });
+    // Each key twice: it holds a lease, and every round syncs it.
+    for (let pass = 0; pass < 2; pass++) for (const key of keys) await limiter.consume(key);
+    const before = { evalshas: await evalshas(), ops: store.stats().ops };
+    await sleepAtLeast(1.5 * limiter.stats().syncPeriodMs!);
+    const syncOps = store.stats().ops - before.ops;
+    const scripts = (await evalshas()) - before.evalshas;
+    console.info(
+      `cluster sync: ${syncOps} ops in ${scripts} script calls (period ${limiter.stats().syncPeriodMs} ms)`,
+    );
+    expect(syncOps).toBeGreaterThanOrEqual(400);
+    // In slot order a master's call of 32 ops spans 3 or 4 slots (53 scripts for 401 ops); in
+    // arrival order up to 32 (180 scripts).
+    expect(scripts).toBeLessThanOrEqual(0.25 * syncOps);
+    expect(limiter.stats().decisions.fallback).toBe(0);
+    await limiter.close();
+  });
 });
+
+/** EVALSHA calls summed over the masters (INFO commandstats). */
+async function evalshas(): Promise<number> {
+  let sum = 0;
+  for (const node of cluster.nodes) {
+    const info = await cluster.nodeClient(node).info('commandstats');
+    sum += Number(/cmdstat_evalsha:calls=(\d+)/.exec(info)?.[1] ?? 0);
+  }
+  return sum;
+}
