@@ -1,6 +1,6 @@
 import { type BucketOp, type Decision, defineLimit, type GlobalStore } from '@tiered-limiter/core';
 import { MemoryStore, type TieredLimiter } from '@tiered-limiter/local';
-import { seededRandom } from '@tiered-limiter/test-harness';
+import { type FakeClock, seededRandom } from '@tiered-limiter/test-harness';
 import { describe, expect, it } from 'vitest';
 import { expectBound, settle } from './lease-properties.js';
 import { CountingStore, fakeTime, limiter } from './sync-kit.js';
@@ -152,13 +152,7 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
       },
       reset: (key, limits) => inner.reset(key, limits),
     };
-    const l = limiter(store, clock, {
-      sync: { fleetCallsPerSecond: 20 },
-      instances: 1,
-      maxKeys: 10_000,
-      timeoutMs: 60_000,
-    });
-    for (let i = 0; i < 3000; i++) await l.consume(`k${i}`);
+    const l = await threeSlices(store, clock);
     holding = true;
     const before = ops.length;
     // The first round starts at the first period (55 ms) and weighs the 3,000 keys: three slices,
@@ -192,13 +186,7 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
       },
       reset: (key, limits) => inner.reset(key, limits),
     };
-    const l = limiter(store, clock, {
-      sync: { fleetCallsPerSecond: 20 },
-      instances: 1,
-      maxKeys: 10_000,
-      timeoutMs: 60_000,
-    });
-    for (let i = 0; i < 3000; i++) await l.consume(`k${i}`);
+    await threeSlices(store, clock);
     slow = true;
     for (let ms = 0; ms < 7_000; ms += 10) await advance(10);
     // Three slices, 833 ms apart (half of a 5 s period over three), each answered after 1 s: the
@@ -289,3 +277,19 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
     expect((store.ops.length - opsBefore) / 3).toBeLessThanOrEqual(((200 * 10) / 1.111) * 1.2);
   }, 60_000);
 });
+
+/**
+ * A limiter that has seen 3,000 keys once each, syncing at 20 calls a second: its rounds go in
+ * three slices of up to 1,024 keys, half a 5 s period apart. A long timeout, so that a slow store
+ * costs no policy decision.
+ */
+async function threeSlices(store: GlobalStore, clock: FakeClock): Promise<TieredLimiter> {
+  const l = limiter(store, clock, {
+    sync: { fleetCallsPerSecond: 20 },
+    instances: 1,
+    maxKeys: 10_000,
+    timeoutMs: 60_000,
+  });
+  for (let i = 0; i < 3000; i++) await l.consume(`k${i}`);
+  return l;
+}

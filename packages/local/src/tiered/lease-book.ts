@@ -268,9 +268,8 @@ export class LeaseBook {
     // 1 s timeout, 426,878 policy decisions in one bench row).
     const slices = Math.ceil(leases.length / ROUND_SLICE);
     const gapMs = Math.floor((this.#syncer?.periodMs ?? this.#config.sweepEveryMs) / 2 / slices);
-    // The gap counts from when the slice was sent: counted from its answer, a round whose answers
-    // took as long as the gaps (100,000 keys on a Cluster without shards) outlasted the period,
-    // the next round was skipped, and keys' grants expired before their next sync.
+    // The gap counts from the slice's sending: from its answer, rounds whose answers took as long
+    // as the gaps (a Cluster without shards) outlasted the period, and the next round was skipped.
     const schedule = () =>
       setTimeout(() => this.#slice(leases, to), Math.max(0, gapMs - (this.#clock.now() - now))).unref();
     if (sent.length === 0) schedule();
