@@ -23,9 +23,9 @@ export function operationOf(op: BucketOp): 'reserve' | 'take' | 'settle' | 'peek
  * Wraps a `GlobalStore` so that every call is timed into the histogram
  * `tiered_limiter.store.operation.duration` (seconds; attribute `tiered_limiter.store.operation`:
  * `reserve` for a lease refill, `take`, `settle`, `peek`, `reset`, `heartbeat`; and `error.type`
- * when the call failed). The store's `heartbeat`, `opsPerCall` and `groupOf`, which the periodic sync reads,
- * pass through. The refill latency of a `TieredLimiter` is the `reserve` series. The wrapper adds a
- * clock read and a record per call, nothing on the limiter's hot path.
+ * when the call failed). The store's `heartbeat`, `opsPerCall` and `groupOf`, which the periodic
+ * sync reads, pass through. The refill latency of a `TieredLimiter` is the `reserve` series. The
+ * wrapper adds a clock read and a record per call, nothing on the limiter's hot path.
  *
  * @example
  * import { metrics } from '@opentelemetry/api';
@@ -72,14 +72,14 @@ export function instrumentStore(
       timed('reset', () => store.reset(key, limits)),
   };
   // What the periodic sync reads of the store passes through: without the heartbeat a wrapped
-  // fleet kept its declared size, and without `opsPerCall` its period assumed 32 ops a call.
+  // fleet kept its declared size, without `opsPerCall` its period assumed 32 ops a call, and
+  // without `groupOf` its rounds on a Cluster went out a script call per key.
   const heartbeat = store.heartbeat;
   if (heartbeat !== undefined) {
     wrapped.heartbeat = (instance: string, ttlMs: number): Promise<number> =>
       timed('heartbeat', () => heartbeat.call(store, instance, ttlMs));
   }
   Object.defineProperty(wrapped, 'opsPerCall', { get: () => store.opsPerCall, enumerable: true });
-  // And without `groupOf` a round on a Cluster went out in one call per key.
   const groupOf = store.groupOf;
   if (groupOf !== undefined) wrapped.groupOf = (key: string): number => groupOf.call(store, key);
   return wrapped;
