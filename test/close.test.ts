@@ -143,3 +143,47 @@ describe('hand-backs owed while the store was away', () => {
     await limiter.close();
   });
 });
+
+// A limiter holding many keys hands them all back in one forced attempt that the store gathers
+// into calls, under one timeout: an attempt per key, each with a timer of its own, closed one
+// holding 100,000 keys in 1.6 s against a 1 s wait, with a failure event per key left waiting.
+describe('close() of a limiter holding many keys', () => {
+  const KEYS = 5000;
+  const keyOf = (i: number) => `many:${i}`;
+  // A lease of 5 from each key's first request; a store timeout that 5,000 requests at once keep.
+  const MANY = { sync: false, lease: { minBatch: 5, maxBatch: 5 }, timeoutMs: 2000 } as const;
+
+  /** Gives each of `KEYS` keys a lease of 5 tokens and spends one of them. */
+  async function leaseMany(limiter: TieredLimiter) {
+    const decisions = [];
+    for (let i = 0; i < KEYS; i++) decisions.push(limiter.tryConsume(keyOf(i)) ?? limiter.consume(keyOf(i)));
+    const admitted = (await Promise.all(decisions)).filter((d) => d.allowed && d.tier !== 'fallback');
+    expect(admitted).toHaveLength(KEYS);
+    expect(limiter.stats().tokensHeld).toBe(4 * KEYS);
+  }
+
+  it('on a healthy store: every key gets back what it did not spend, within the wait', async () => {
+    const { limiter, store } = await setup({ ...MANY, closeTimeoutMs: 5000 });
+    await leaseMany(limiter);
+    const clock = stopwatch();
+    await limiter.close();
+    expect(clock()).toBeLessThan(5000);
+    expect(limiter.stats().tokensRefunded).toBe(4 * KEYS);
+    const replies = await Promise.all(
+      Array.from({ length: KEYS }, (_, i) => store.apply({ key: keyOf(i), limits: [LIMIT] })),
+    );
+    expect(replies.filter((r) => r.remaining !== 1000 - 1)).toEqual([]);
+  });
+
+  it('when Redis never answers: within closeTimeoutMs, and one failure event, not one per key', async () => {
+    const { limiter } = await setup({ ...MANY, closeTimeoutMs: 300 });
+    await leaseMany(limiter);
+    let failures = 0;
+    limiter.on('failure', () => failures++);
+    await pause(2000);
+    const clock = stopwatch();
+    await limiter.close();
+    expect(clock()).toBeLessThan(300 + 200);
+    expect(failures).toBe(1);
+  });
+});

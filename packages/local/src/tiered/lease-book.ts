@@ -135,28 +135,29 @@ export class LeaseBook {
   }
 
   /**
-   * Hands back every lease's tokens (one forced attempt per key, coalesced by the store), waits
-   * for them and for refills in flight at most `closeTimeoutMs`, and stops the timer.
+   * Hands back every lease's tokens (one forced attempt for them all), waits for them and for
+   * refills in flight at most `closeTimeoutMs` from the call, and stops the timer.
    */
   async close(leases: readonly Lease[], clearTable: () => void): Promise<void> {
+    const startedAtMs = this.#clock.now();
     clearTimeout(this.#timer.handle);
     this.#timer.handle = undefined;
     dropped.unregister(this);
-    const force = { timeoutMs: this.#config.closeTimeoutMs };
+    const owed = [...leases, ...this.#owing];
     const inFlight: Promise<unknown>[] = [];
-    for (const lease of [...leases, ...this.#owing]) {
+    for (const lease of owed) {
       lease.detached = true;
       if (lease.refill !== undefined) inFlight.push(lease.refill);
       drainLease(lease);
-      this.#pending.add(this.#refiller.settle(lease, { force }));
     }
     this.#owing.clear();
     this.#holding.clear();
     clearTable();
+    // From the call: going through 100,000 keys takes a while of its own.
+    const waitMs = () => Math.max(1, this.#config.closeTimeoutMs - (this.#clock.now() - startedAtMs));
+    this.#pending.add(this.#refiller.handBack(owed, waitMs()));
     let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, this.#config.closeTimeoutMs);
-    });
+    const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs())));
     // A refill in flight hands its grant back as it lands (the lease is detached), so wait for
     // those first, then for every hand-back.
     const done = Promise.allSettled(inFlight).then(() => Promise.allSettled([...this.#pending]));

@@ -73,7 +73,7 @@ export interface TieredLimiterOptions extends StoreLimiterOptions {
    * @default false
    */
   exactClock?: boolean;
-  /** How long `close()` waits for the store to take back unspent tokens, in ms. @default 1000 */
+  /** How long `close()` waits for the store to take back unspent tokens, in ms from the call. @default 1000 */
   closeTimeoutMs?: number;
   /**
    * The periodic sync: one coalesced op per held key every `instances ÷ fleetCallsPerSecond`

@@ -118,25 +118,52 @@ export class Refiller {
    */
   settle(lease: Lease, options: SettleOptions = {}): Promise<boolean> {
     const { force, credit, debit } = options;
-    const send = () =>
-      this.#queue(() => {
-        const op = this.#op(lease, undefined, credit, debit);
-        if (op === undefined) return Promise.resolve(true);
-        this.#counters.refunds++;
-        return this.#store.store.apply(op).then(
-          () => {
-            this.#counters.tokensRefunded += returned(op);
-            return true;
-          },
-          (error: unknown) => {
-            this.#lost(op);
-            throw error;
-          },
-        );
-      });
+    const send = () => this.#queue(() => this.#sendOwed(lease, credit, debit) ?? Promise.resolve());
     const run =
       force === undefined ? this.#store.guard.run(send) : this.#store.guard.force(send, force.timeoutMs);
     return run.then((result) => result.ok);
+  }
+
+  /**
+   * `close()`'s last word: what every one of `leases` owes, sent to the store at once (it gathers
+   * them into calls) past an open breaker, under one timeout. Resolves whether the store took it
+   * all. A settle per key, each with a timer and a place in the refill queue, closed a limiter
+   * holding 100,000 keys in 4.9 s against a 1 s wait, with 87,000 failure events and most
+   * hand-backs sent after it resolved.
+   */
+  handBack(leases: Iterable<Lease>, timeoutMs: number): Promise<boolean> {
+    const send = () => {
+      const sent: Promise<void>[] = [];
+      for (const lease of leases) {
+        const owed = this.#sendOwed(lease, undefined, undefined);
+        if (owed !== undefined) sent.push(owed);
+      }
+      // Every op is waited for, not only up to the first failure: the others may still land.
+      return Promise.allSettled(sent).then((results) => {
+        for (const result of results) if (result.status === 'rejected') throw result.reason;
+      });
+    };
+    return this.#store.guard.force(send, timeoutMs).then((result) => result.ok);
+  }
+
+  /**
+   * Sends what `lease` owes (and a `credit` or `debit`) straight to the store, with nothing asked
+   * in return; `undefined` when there is nothing to send. Rejects when the store failed: what the
+   * op carried is counted as lost, never sent again.
+   */
+  #sendOwed(lease: Lease, credit: number | undefined, debit: number | undefined): Promise<void> | undefined {
+    const op = this.#op(lease, undefined, credit, debit);
+    if (op === undefined) return undefined;
+    this.#counters.refunds++;
+    return this.#store.store.apply(op).then(
+      () => {
+        this.#counters.tokensRefunded += returned(op);
+      },
+      (error: unknown) => {
+        this.#lost(op);
+        throw error;
+      },
+    );
   }
 
   #call(lease: Lease, ask: (sentAt: number) => Ask): Promise<GuardResult<BucketReply>> {
