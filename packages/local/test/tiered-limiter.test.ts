@@ -233,6 +233,27 @@ describe('TieredLimiter when the store fails', () => {
     expect(limiter.stats().fallbackMs).toBe(250);
   });
 
+  it('shares one error among the calls an open breaker refuses, until the next failure', async () => {
+    const { clock, store, limiter } = setup({
+      failurePolicy: 'open',
+      breaker: { failureThreshold: 1, cooldownMs: 250 },
+    });
+    store.mode = 'reject';
+    await limiter.consume('k0');
+    // An error per refused call, each capturing its stack, took half a busy process's CPU.
+    const first = await limiter.consume('k1');
+    const second = await limiter.consume('k2');
+    expect(first.error?.code).toBe('ERR_TL_CIRCUIT_OPEN');
+    expect(second.error).toBe(first.error);
+    clock.advance(250);
+    const probe = await limiter.consume('k3');
+    expect(probe.error?.code).toBe('ERR_TL_STORE');
+    const after = await limiter.consume('k4');
+    expect(after.error?.code).toBe('ERR_TL_CIRCUIT_OPEN');
+    expect(after.error).not.toBe(first.error);
+    expect(after.error?.cause).toBe(probe.error);
+  });
+
   it('answers within the timeout when the store hangs', async () => {
     vi.useFakeTimers();
     const pending = consumeWhileHanging(setup({ failurePolicy: 'open', timeoutMs: 20 }));
