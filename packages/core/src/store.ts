@@ -60,6 +60,12 @@ export interface BucketOp {
    * @default 0
    */
   readonly aheadMs?: number | undefined;
+  /**
+   * No request waits on this op (a periodic sync, a hand-back, a heartbeat): a store that queues
+   * ops may send the ones requests wait on ahead of it. A store may ignore it.
+   * @default false
+   */
+  readonly background?: boolean | undefined;
 }
 
 /** The reply to one `BucketOp`. It speaks of one limit, `limitIndex`, chosen by core's `isTighter`. */

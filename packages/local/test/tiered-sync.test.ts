@@ -73,6 +73,25 @@ describe('TieredLimiter periodic sync', () => {
     expect(store.heartbeats).toBeGreaterThan(10);
   });
 
+  it('marks what no request waits on (syncs, hand-backs) as background, and a waiting request’s op not', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new CountingStore(new MemoryStore({ clock }));
+    const l = limiter(store, clock, { sync: { fleetCallsPerSecond: 20 }, instances: 1 }); // 50 ms
+    const kinds = { waited: new Set<boolean>(), background: new Set<boolean>() };
+    /** Files the ops `step` made under `kind`: their `background` flags. */
+    const made = async (kind: keyof typeof kinds, step: () => Promise<unknown>) => {
+      const before = store.ops.length;
+      await step();
+      for (const op of store.ops.slice(before)) kinds[kind].add(op.background === true);
+    };
+    for (let i = 0; i < 40; i++) {
+      if (l.tryConsume('k') === undefined) await made('waited', () => l.consume('k'));
+      await made('background', () => advance(5));
+    }
+    await made('background', () => l.close());
+    expect(kinds).toEqual({ waited: new Set([false]), background: new Set([true]) });
+  });
+
   it('keeps capacity + rate × (window + sync period) across a fleet syncing on its own schedule', async () => {
     const step = fc.record({
       instance: fc.integer({ min: 0, max: 2 }),

@@ -146,7 +146,8 @@ export class RedisStore implements GlobalStore {
     return new Promise<BucketReply>((resolve, reject) => {
       // Ops to one master share a queue; the name is read at submit time, so a slot the client
       // has seen move goes to its new owner's queue.
-      this.#coalescer.submit(this.#client.nodeOf(slot), { op, keys, slot, resolve, reject });
+      const background = op.background === true;
+      this.#coalescer.submit(this.#client.nodeOf(slot), { op, keys, slot, background, resolve, reject });
     });
   }
 
@@ -164,6 +165,7 @@ export class RedisStore implements GlobalStore {
         op: FLEET_OP,
         keys: [key],
         slot,
+        background: true,
         heartbeat: { instance, ttlMs: Math.max(1, Math.ceil(ttlMs)) },
         resolve: (reply) => resolve(reply.granted),
         reject,

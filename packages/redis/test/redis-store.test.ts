@@ -281,6 +281,39 @@ describe('stats()', () => {
   });
 });
 
+describe('ops that requests wait on', () => {
+  /** Ops made in one tick on a store of calls of 8 keys, one in flight: the order they are answered in. */
+  async function answerOrder(made: readonly ('waited' | 'background')[]) {
+    const store = new RedisStore({
+      redis,
+      prefix: uniquePrefix('lanes'),
+      coalesce: { maxKeysPerCall: 8, maxInFlight: 1 },
+    });
+    const answered: string[] = [];
+    await Promise.all(
+      made.map((kind, i) =>
+        store
+          .apply({ key: `k${i}`, limits: [slow], take: 1, background: kind === 'background' })
+          .then(() => answered.push(kind)),
+      ),
+    );
+    return answered;
+  }
+
+  it('leave ahead of background ops queued before them (a sync round)', async () => {
+    const made = [...Array<'background'>(40).fill('background'), 'waited' as const];
+    const answered = await answerOrder(made);
+    // The first call: the waited op, then 7 background ones. In arrival order it was the sixth.
+    expect(answered.indexOf('waited')).toBe(0);
+  });
+
+  it('leave a quarter of each call to background ops, which a stream of requests never starves', async () => {
+    const made = [...Array<'waited'>(40).fill('waited'), ...Array<'background'>(8).fill('background')];
+    const answered = await answerOrder(made);
+    expect(answered.slice(0, 8).filter((kind) => kind === 'background')).toHaveLength(2);
+  });
+});
+
 describe('virtual shards', () => {
   it('keys become prefix:{s<n>}:tag:limit, the state lives there, and the option is checked', async () => {
     const client = server.client(recommendedRedisOptions);

@@ -107,7 +107,7 @@ export class Refiller {
    */
   sync(lease: Lease, want: number): Promise<GuardResult<BucketReply>> | undefined {
     if (lease.refill !== undefined) return undefined;
-    return this.#call(lease, () => (want > 0 ? { want, min: 1 } : undefined));
+    return this.#call(lease, () => (want > 0 ? { want, min: 1 } : undefined), true);
   }
 
   /**
@@ -152,7 +152,7 @@ export class Refiller {
    * op carried is counted as lost, never sent again.
    */
   #sendOwed(lease: Lease, credit: number | undefined, debit: number | undefined): Promise<void> | undefined {
-    const op = this.#op(lease, undefined, credit, debit);
+    const op = this.#op(lease, undefined, true, credit, debit);
     if (op === undefined) return undefined;
     this.#counters.refunds++;
     return this.#store.store.apply(op).then(
@@ -166,11 +166,11 @@ export class Refiller {
     );
   }
 
-  #call(lease: Lease, ask: (sentAt: number) => Ask): Promise<GuardResult<BucketReply>> {
+  #call(lease: Lease, ask: (sentAt: number) => Ask, background = false): Promise<GuardResult<BucketReply>> {
     const call = this.#store.guard.run(() =>
       this.#queue(() => {
         const sentAt = this.#clock.now();
-        const op = this.#op(lease, ask(sentAt)) ?? { key: lease.key, limits: this.#limits() };
+        const op = this.#op(lease, ask(sentAt), background) ?? { key: lease.key, limits: this.#limits() };
         if (op.reserve !== undefined || op.take !== undefined) this.#counters.refills++;
         else this.#counters.refunds++;
         return this.#store.store.apply(op).then(
@@ -192,8 +192,11 @@ export class Refiller {
     return call;
   }
 
-  /** The op for `lease`: what it owes, and what it asks; `undefined` when there is neither. */
-  #op(lease: Lease, ask: Ask, credit = 0, debit = 0): BucketOp | undefined {
+  /**
+   * The op for `lease`: what it owes, and what it asks; `undefined` when there is neither. A
+   * `background` op is one no request waits on: the store sends those that requests wait on first.
+   */
+  #op(lease: Lease, ask: Ask, background: boolean, credit = 0, debit = 0): BucketOp | undefined {
     const reports = takeReports(lease);
     const debt = lease.debt + debit;
     if (ask === undefined && reports === undefined && debt === 0 && credit === 0) return undefined;
@@ -208,6 +211,7 @@ export class Refiller {
       lease.debt = 0;
     }
     if (credit > 0) op.credit = credit;
+    if (background) op.background = true;
     if (ask !== undefined) {
       if ('take' in ask) op.take = ask.take;
       else op.reserve = { want: ask.want, min: ask.min, holdMs: this.#config.timing.holdMs };
