@@ -73,7 +73,7 @@ describe('TieredLimiter periodic sync', () => {
     expect(store.heartbeats).toBeGreaterThan(10);
   });
 
-  it('marks what no request waits on (syncs, hand-backs) as background, and a waiting request’s op not', async () => {
+  it('marks what no caller waits on (syncs, hand-backs) as background, and what one waits on not', async () => {
     const { clock, advance } = fakeTime();
     const store = new CountingStore(new MemoryStore({ clock }));
     const l = limiter(store, clock, { sync: { fleetCallsPerSecond: 20 }, instances: 1 }); // 50 ms
@@ -88,6 +88,9 @@ describe('TieredLimiter periodic sync', () => {
       if (l.tryConsume('k') === undefined) await made('waited', () => l.consume('k'));
       await made('background', () => advance(5));
     }
+    // `reward` and `penalty` have their caller waiting on them.
+    await made('waited', () => l.reward('k', 1));
+    await made('waited', () => l.penalty('k', 1));
     await made('background', () => l.close());
     expect(kinds).toEqual({ waited: new Set([false]), background: new Set([true]) });
   });

@@ -128,8 +128,8 @@ export class Refiller {
    * `close()`'s last word: what every one of `leases` owes, sent to the store at once (it gathers
    * them into calls) past an open breaker, under one timeout. Resolves whether the store took it
    * all. A settle per key, each with a timer and a place in the refill queue, closed a limiter
-   * holding 100,000 keys in 4.9 s against a 1 s wait, with 87,000 failure events and most
-   * hand-backs sent after it resolved.
+   * holding 100,000 keys in 1.6 s against a 1 s wait, with a failure event for each of the
+   * 45,000 keys still queued when their timers fired.
    */
   handBack(leases: Iterable<Lease>, timeoutMs: number): Promise<boolean> {
     const send = () => {
@@ -152,7 +152,9 @@ export class Refiller {
    * op carried is counted as lost, never sent again.
    */
   #sendOwed(lease: Lease, credit: number | undefined, debit: number | undefined): Promise<void> | undefined {
-    const op = this.#op(lease, undefined, true, credit, debit);
+    // `reward` and `penalty` (a credit, a debit) have a caller waiting on them; a hand-back has not.
+    const background = credit === undefined && debit === undefined;
+    const op = this.#op(lease, undefined, background, credit, debit);
     if (op === undefined) return undefined;
     this.#counters.refunds++;
     return this.#store.store.apply(op).then(
