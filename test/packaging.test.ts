@@ -121,6 +121,14 @@ describe('package specifics', () => {
     expect(readFileSync(join(root, 'index.cjs'), 'utf8')).not.toMatch(/require\("p-limit"\)/);
     expect(readFileSync(join(root, 'index.js'), 'utf8')).toMatch(/from "p-limit"/);
   });
+
+  it("redis's CommonJS build carries yocto-queue (the coalescer's queues), with its licence notice", () => {
+    const root = join(packed.project, 'node_modules', '@tiered-limiter/redis', 'dist');
+    const notices = readFileSync(join(root, 'THIRD-PARTY-LICENSES.md'), 'utf8');
+    expect(notices).toMatch(/## yocto-queue@\d+\.\d+\.\d+\n\nMIT License\n\nCopyright \(c\) Sindre Sorhus/);
+    expect(readFileSync(join(root, 'index.cjs'), 'utf8')).not.toMatch(/require\("yocto-queue"\)/);
+    expect(readFileSync(join(root, 'index.js'), 'utf8')).toMatch(/from "yocto-queue"/);
+  });
 });
 
 // Each ```ts block of a packed README that starts with `// example: <name>` runs as an ES module in
