@@ -114,21 +114,22 @@ describe('package specifics', () => {
     expect(tarballOf('@tiered-limiter/redis').files).toContain('lua/bucket.lua');
   });
 
-  it("local's CommonJS build carries p-limit, with its licence notice; its ESM build imports it", () => {
-    const root = join(packed.project, 'node_modules', '@tiered-limiter/local', 'dist');
-    const notices = readFileSync(join(root, 'THIRD-PARTY-LICENSES.md'), 'utf8');
-    expect(notices).toMatch(/## p-limit@\d+\.\d+\.\d+\n\nMIT License\n\nCopyright \(c\) Sindre Sorhus/);
-    expect(readFileSync(join(root, 'index.cjs'), 'utf8')).not.toMatch(/require\("p-limit"\)/);
-    expect(readFileSync(join(root, 'index.js'), 'utf8')).toMatch(/from "p-limit"/);
-  });
-
-  it("redis's CommonJS build carries yocto-queue (the coalescer's queues), with its licence notice", () => {
-    const root = join(packed.project, 'node_modules', '@tiered-limiter/redis', 'dist');
-    const notices = readFileSync(join(root, 'THIRD-PARTY-LICENSES.md'), 'utf8');
-    expect(notices).toMatch(/## yocto-queue@\d+\.\d+\.\d+\n\nMIT License\n\nCopyright \(c\) Sindre Sorhus/);
-    expect(readFileSync(join(root, 'index.cjs'), 'utf8')).not.toMatch(/require\("yocto-queue"\)/);
-    expect(readFileSync(join(root, 'index.js'), 'utf8')).toMatch(/from "yocto-queue"/);
-  });
+  // ESM-only dependencies: local's refill queue (p-limit), redis's coalescer queues (yocto-queue).
+  it.each([
+    { pkg: 'local', dep: 'p-limit' },
+    { pkg: 'redis', dep: 'yocto-queue' },
+  ])(
+    "$pkg's CommonJS build carries $dep, with its licence notice; its ESM build imports it",
+    ({ pkg, dep }) => {
+      const root = join(packed.project, 'node_modules', `@tiered-limiter/${pkg}`, 'dist');
+      const notices = readFileSync(join(root, 'THIRD-PARTY-LICENSES.md'), 'utf8');
+      expect(notices).toMatch(
+        new RegExp(`## ${dep}@\\d+\\.\\d+\\.\\d+\n\nMIT License\n\nCopyright \\(c\\) Sindre Sorhus`),
+      );
+      expect(readFileSync(join(root, 'index.cjs'), 'utf8')).not.toContain(`require("${dep}")`);
+      expect(readFileSync(join(root, 'index.js'), 'utf8')).toContain(`from "${dep}"`);
+    },
+  );
 });
 
 // Each ```ts block of a packed README that starts with `// example: <name>` runs as an ES module in

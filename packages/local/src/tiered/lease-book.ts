@@ -1,6 +1,6 @@
 import type { Clock } from '@tiered-limiter/core';
 import { inCallGroupOrder } from './call-groups.js';
-import { drainLease, expireGrants, forgetReleased, type Lease, owes } from './lease.js';
+import { drainLease, expireGrants, forgetReleased, type Lease, owes, owesHandBack } from './lease.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 import { releaseSharedClock, touchSharedClock } from './shared-clock.js';
@@ -283,16 +283,6 @@ export class LeaseBook {
 
 /** Held keys a round goes through in one turn of the event loop: about a millisecond's work. */
 const ROUND_SLICE = 1024;
-
-/**
- * Whether the lease holds tokens that expired unspent: those must reach the store before their
- * generation is released, or the room they hold is lost until then. Spends alone ride on the
- * key's next op (or go with their generation): a call each would cost a round trip per key.
- */
-function owesHandBack(lease: Lease): boolean {
-  for (const grant of lease.grants) if (grant.returning > 0) return true;
-  return false;
-}
 
 /** Limiters dropped without `close()`: their timer stops and the shared clock is released. */
 const dropped = new FinalizationRegistry<{

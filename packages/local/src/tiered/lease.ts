@@ -213,6 +213,16 @@ export function owes(lease: Lease): boolean {
 }
 
 /**
+ * Whether the lease holds tokens that expired unspent: those must reach the store before their
+ * generation is released, or the room they hold is lost until then. Spends alone ride on the
+ * key's next op (or go with their generation): a call each would cost a round trip per key.
+ */
+export function owesHandBack(lease: Lease): boolean {
+  for (const grant of lease.grants) if (grant.returning > 0) return true;
+  return false;
+}
+
+/**
  * The reports the store has not heard yet, taken off the lease's books (a report is sent once,
  * never again, whatever becomes of its call), or `undefined` when there are none. Grants fully
  * accounted for are dropped.

@@ -10,8 +10,6 @@ import type { TieredCounters } from './stats.js';
 
 /** Options of `Refiller.settle`. */
 export interface SettleOptions {
-  /** Past an open breaker, with this timeout. */
-  readonly force?: { readonly timeoutMs: number } | undefined;
   /** Tokens to give back to the key (`reward`). */
   readonly credit?: number | undefined;
   /** Tokens to take from the key regardless (`penalty`). */
@@ -113,21 +111,18 @@ export class Refiller {
   /**
    * Sends what `lease` owes the store (spends and hand-backs) with nothing asked in return, and a
    * `credit` or `debit` (`reward`, `penalty`: after the spends, so that a reward lands in the room
-   * they free). `force` goes past an open breaker with its own timeout (`close()` does, so that a
-   * brief blip does not cost every leased token). Resolves whether the store took it.
+   * they free). Resolves whether the store took it.
    */
-  settle(lease: Lease, options: SettleOptions = {}): Promise<boolean> {
-    const { force, credit, debit } = options;
+  settle(lease: Lease, { credit, debit }: SettleOptions = {}): Promise<boolean> {
     const send = () => this.#queue(() => this.#sendOwed(lease, credit, debit) ?? Promise.resolve());
-    const run =
-      force === undefined ? this.#store.guard.run(send) : this.#store.guard.force(send, force.timeoutMs);
-    return run.then((result) => result.ok);
+    return this.#store.guard.run(send).then((result) => result.ok);
   }
 
   /**
    * `close()`'s last word: what every one of `leases` owes, sent to the store at once (it gathers
-   * them into calls) past an open breaker, under one timeout. Resolves whether the store took it
-   * all. A settle per key, each with a timer and a place in the refill queue, closed a limiter
+   * them into calls) past an open breaker (a brief blip must not cost every leased token), under
+   * one timeout. Resolves whether the store took it all. A settle per key, each with a timer and a
+   * place in the refill queue, closed a limiter
    * holding 100,000 keys in 1.6 s against a 1 s wait, with a failure event for each of the
    * 45,000 keys still queued when their timers fired.
    */
