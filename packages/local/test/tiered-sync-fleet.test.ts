@@ -167,8 +167,48 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
     holding = false;
     for (const answer of held.splice(0)) answer();
     await advance(1000);
-    expect(ops.length - before).toBe(3000);
+    // Every key once: the round's last slice. The round outlasted its 5 s period, so the next one
+    // starts as it ends (tested below), and its ops follow.
+    expect(ops.length - before).toBeGreaterThanOrEqual(3000);
+    expect(new Set(ops.slice(before, before + 3000).map((op) => op.key)).size).toBe(3000);
     expect(l.stats().decisions.fallback).toBe(0);
+  });
+
+  it('starts the next round as one that outlasted its period ends, and its grants live as long as a round', async () => {
+    const { clock, advance } = fakeTime();
+    const inner = new MemoryStore({ clock });
+    const sent: { atMs: number; op: BucketOp }[] = [];
+    let slow = false;
+    // A store that answers 3 s late once the round begins: a round's three slices take 6 s.
+    const store: GlobalStore = {
+      apply(op) {
+        if (!slow) return inner.apply(op);
+        sent.push({ atMs: clock.now(), op });
+        const reply = inner.apply(op);
+        return new Promise((resolve) => setTimeout(() => resolve(reply), 3_000));
+      },
+      reset: (key, limits) => inner.reset(key, limits),
+    };
+    const l = await threeSlices(store, clock);
+    slow = true;
+    for (let ms = 0; ms < 9_000; ms += 10) await advance(10);
+    const first = sent[0]!.atMs;
+    const slices = [...new Set(sent.map((s) => s.atMs - first))];
+    // Slices at 0, 3 and 6 s; the tick at 5 s found the round under way. The next round starts
+    // as it ends (6 s); skipped, it waited for the tick at 10 s, and the keys' grants (5.5 s)
+    // expired before their next sync.
+    expect(slices.slice(0, 3)).toEqual([0, 3_000, 6_000]);
+    const secondRound = sent.filter((s) => s.atMs === first + 6_000).length;
+    expect(secondRound).toBeGreaterThan(3000 - 2048);
+    // The first round's leases are held a period and a tenth, plus a period; the next round's
+    // a round (6 s) and a tenth of a period, plus a round: 2 s longer.
+    const holdOf = (s: { op: BucketOp }) => s.op.reserve?.holdMs;
+    const firstHold = holdOf(sent.find((s) => s.op.reserve !== undefined)!)!;
+    const lastHold = holdOf(sent.filter((s) => s.op.reserve !== undefined).at(-1)!)!;
+    expect(lastHold - firstHold).toBe(2_000);
+    expect(l.stats().decisions.fallback).toBe(0);
+    slow = false;
+    await advance(4_000);
   });
 
   it('spaces a round’s slices from when each was sent, so that slow answers do not stretch the round past its period', async () => {

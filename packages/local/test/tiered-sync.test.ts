@@ -176,6 +176,132 @@ describe('TieredLimiter optimistic cold start', () => {
     expect(l.stats().tokensOptimistic).toBe(2);
   });
 
+  it('admits on credit a key whose lease ran dry while the store said the bucket had room, and charges it with the refill it sends', async () => {
+    const { clock, advance } = fakeTime();
+    const memory = new MemoryStore({ clock });
+    const store = new CountingStore(memory);
+    // With the periodic sync no low-water refill is in flight when the lease runs dry.
+    const l = limiter(store, clock, {
+      limits: defineLimit({ capacity: 1000, refillPerSecond: 1000 }),
+      instances: 2,
+      coldStart: { mode: 'optimistic', credit: 1, spacingMs: 1000 },
+    });
+    // A second of steady demand: the key's first request on credit, then leases.
+    for (let ms = 0; ms < 1200; ms += 10) {
+      await request(l, 'k');
+      await advance(10);
+    }
+    let fromLease = 0;
+    let decision = l.tryConsume('k');
+    for (; decision?.tier === 'lease'; decision = l.tryConsume('k')) fromLease++;
+    expect(fromLease).toBeGreaterThan(0);
+    expect(decision).toMatchObject({ allowed: true, tier: 'local' });
+    const opsBefore = store.ops.length;
+    await settle();
+    expect(store.ops.slice(opsBefore)).toEqual([
+      expect.objectContaining({ key: 'k', debit: 1, reserve: expect.objectContaining({ min: 1 }) }),
+    ]);
+    expect(l.stats().tokensOptimistic).toBe(2);
+    // The refill landed: the lease answers again. Dry again within the spacing, the key waits.
+    expect(l.tryConsume('k')).toMatchObject({ tier: 'lease' });
+    for (decision = l.tryConsume('k'); decision?.tier === 'lease'; decision = l.tryConsume('k'));
+    expect(decision).toBeUndefined();
+    expect(l.stats().tokensOptimistic).toBe(2);
+  });
+
+  it('charges a sparse key’s credit alone, with no lease for a key seen once in a while', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new CountingStore(new MemoryStore({ clock }));
+    const l = limiter(store, clock, {
+      limits: defineLimit({ capacity: 1000, refillPerSecond: 1000 }),
+      instances: 2,
+      coldStart: { mode: 'optimistic', credit: 1, spacingMs: 1000 },
+    });
+    for (let visit = 0; visit < 3; visit++) {
+      const opsBefore = store.ops.length;
+      expect(l.tryConsume('seldom')).toMatchObject({ allowed: true, tier: 'local' });
+      await settle();
+      const ops = store.ops.slice(opsBefore).filter((op) => op.key === 'seldom');
+      expect(ops).toEqual([expect.objectContaining({ debit: 1 })]);
+      expect(ops[0]!.reserve ?? ops[0]!.take).toBeUndefined();
+      await advance(1500);
+    }
+    expect(l.stats().tokensOptimistic).toBe(3);
+  });
+
+  it('gives no credit to a dry key the store last left with nothing: it waits for the store', async () => {
+    const clock = new FakeClock(0);
+    const memory = new MemoryStore({ clock });
+    const l = limiter(memory, clock, {
+      limits: defineLimit({ capacity: 20, refillPerSecond: 1 }),
+      instances: 2,
+      sync: false,
+      coldStart: { mode: 'optimistic', credit: 1 },
+    });
+    for (let i = 0; i < 40; i++) {
+      await request(l, 'k');
+      await settle();
+    }
+    // Past the denial and the spacing: the bucket has refilled since, but its last word was 0.
+    clock.advance(3000);
+    const decision = l.tryConsume('k');
+    expect(decision).toBeUndefined();
+    expect(l.stats().tokensOptimistic).toBe(1);
+    expect(await l.consume('k')).toMatchObject({ allowed: true, tier: 'global' });
+  });
+
+  it('keeps C + r·(W + T) + N·c·(1 + ⌊W/S⌋) with the sync, where dry leases start on credit too', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({
+            instance: fc.integer({ min: 0, max: 1 }),
+            key: fc.integer({ min: 0, max: 3 }),
+            advanceMs: fc.oneof(
+              fc.constant(0),
+              fc.integer({ min: 1, max: 50 }),
+              fc.integer({ min: 100, max: 1500 }),
+            ),
+          }),
+          { minLength: 1, maxLength: 80 },
+        ),
+        async (steps) => {
+          const { clock, advance } = fakeTime();
+          const store = new MemoryStore({ clock });
+          const capacity = 20;
+          const rate = 5;
+          const spacingMs = 1000; // max(lease lifetime, N·c ÷ r = 400 ms)
+          const options = {
+            limits: defineLimit({ capacity, refillPerSecond: rate }),
+            instances: 2,
+            coldStart: { mode: 'optimistic' as const, credit: 1, spacingMs },
+          };
+          const fleet = [limiter(store, clock, options), limiter(store, clock, options)];
+          const periodMs = fleet[0]!.stats().syncPeriodMs!;
+          const admitted = new Map<number, number[]>();
+          for (const s of steps) {
+            const d = await request(fleet[s.instance]!, `k${s.key}`);
+            if (d.allowed) admitted.set(s.key, [...(admitted.get(s.key) ?? []), clock.now()]);
+            await advance(s.advanceMs);
+          }
+          for (const stamps of admitted.values()) {
+            for (let i = 0; i < stamps.length; i++) {
+              for (let j = i; j < stamps.length; j++) {
+                const w = stamps[j]! - stamps[i]!;
+                const bound =
+                  capacity + (rate * (w + periodMs)) / 1000 + 2 * 1 * (1 + Math.floor(w / spacingMs));
+                expect(j - i + 1).toBeLessThanOrEqual(bound + 1e-9);
+              }
+            }
+          }
+          expect(fleet.reduce((n, l) => n + l.stats().decisions.fallback, 0)).toBe(0);
+          await Promise.all(fleet.map((l) => l.close()));
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
   it('keeps C + r·W + N·c·(1 + ⌊W/S⌋) with cold keys arriving across the fleet', async () => {
     await fc.assert(
       fc.asyncProperty(

@@ -3,6 +3,7 @@ import { inCallGroupOrder } from './call-groups.js';
 import { drainLease, expireGrants, forgetReleased, type Lease, owes, owesHandBack } from './lease.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
+import { RoundPacer } from './round-pacer.js';
 import { releaseSharedClock, touchSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
 import type { Syncer } from './sync.js';
@@ -28,8 +29,7 @@ export class LeaseBook {
   readonly #groupOf: ((key: string) => number) | undefined;
   /** When the timer is due next: with the sync, when every held key next gets its share. */
   #nextTickAtMs: number;
-  /** Whether a round is still going through its keys, a slice a turn. */
-  #inRound = false;
+  readonly #rounds: RoundPacer;
 
   constructor(
     owner: object,
@@ -57,6 +57,12 @@ export class LeaseBook {
     LeaseBook.#schedule(new WeakRef(this), timer, firstMs);
     this.#timer = timer;
     dropped.register(owner, { timer, sharedClock }, this);
+    this.#rounds = new RoundPacer(clock, () => syncer?.periodMs ?? config.sweepEveryMs, {
+      visit: (lease, nowMs) => this.#visit(lease, nowMs),
+      running: () => this.#timer.handle !== undefined,
+      ended: (tookMs) => syncer?.roundTook(tookMs),
+      again: () => this.#tick(),
+    });
   }
 
   /**
@@ -212,12 +218,11 @@ export class LeaseBook {
   }
 
   /**
-   * The sweep (expired tokens handed back), or with the sync, the periodic sync of every held key:
-   * `ROUND_SLICE` keys at a time, spread over half a period, so that a round over 100,000 keys does
-   * not hold requests up (in one piece it blocked the loop for 250 ms, and requests timed out).
+   * The sweep (expired tokens handed back), or with the sync, the periodic sync of every held key,
+   * a slice at a time (`RoundPacer`).
    */
   #tick(): void {
-    if (this.#timer.handle === undefined || this.#inRound) return;
+    if (this.#timer.handle === undefined || !this.#rounds.mayStart()) return;
     if (this.#sharedClock) touchSharedClock();
     const syncer = this.#syncer;
     if (syncer !== undefined) {
@@ -227,62 +232,33 @@ export class LeaseBook {
       });
     }
     const groupOf = this.#groupOf;
-    const leases = groupOf === undefined ? [...this.#holding] : inCallGroupOrder([...this.#holding], groupOf);
-    this.#inRound = true;
-    this.#slice(leases, 0);
+    this.#rounds.start(
+      groupOf === undefined ? [...this.#holding] : inCallGroupOrder([...this.#holding], groupOf),
+    );
     for (const lease of this.#owing) this.#settle(lease);
   }
 
-  #slice(leases: readonly Lease[], from: number): void {
-    if (this.#timer.handle === undefined) {
-      this.#inRound = false;
-      return;
-    }
-    const now = this.#clock.now();
+  /** A round's work on one held lease: its sync, or its sweep. Returns the call it waits on. */
+  #visit(lease: Lease, nowMs: number): Promise<unknown> | undefined {
+    // Evicted, reset or closed since the round began.
+    if (!this.#holding.has(lease)) return undefined;
+    this.expire(lease, nowMs);
+    forgetReleased(lease, nowMs - (this.#config.timing.holdMs - this.#config.timing.ttlMs));
     const syncer = this.#syncer;
-    const released = now - (this.#config.timing.holdMs - this.#config.timing.ttlMs);
-    const to = Math.min(leases.length, from + ROUND_SLICE);
-    const sent: Promise<unknown>[] = [];
-    for (let i = from; i < to; i++) {
-      const lease = leases[i]!;
-      // Evicted, reset or closed since the round began.
-      if (!this.#holding.has(lease)) continue;
-      this.expire(lease, now);
-      forgetReleased(lease, released);
-      if (syncer !== undefined) {
-        if (syncer.keeps(lease, now) || lease.refill !== undefined) {
-          this.#counters.tokensExpired += syncer.sync(lease, now);
-          if (lease.refill !== undefined) sent.push(lease.refill);
-        } else this.#holding.delete(lease);
-      } else if (lease.tokens === 0 && lease.grants.length === 0) {
-        this.#holding.delete(lease);
-      } else if (lease.refill === undefined && owesHandBack(lease)) {
-        this.#settle(lease);
+    if (syncer !== undefined) {
+      if (syncer.keeps(lease, nowMs) || lease.refill !== undefined) {
+        this.#counters.tokensExpired += syncer.sync(lease, nowMs);
+        return lease.refill;
       }
+      this.#holding.delete(lease);
+    } else if (lease.tokens === 0 && lease.grants.length === 0) {
+      this.#holding.delete(lease);
+    } else if (lease.refill === undefined && owesHandBack(lease)) {
+      this.#settle(lease);
     }
-    if (to >= leases.length) {
-      this.#inRound = false;
-      return;
-    }
-    // The slices spread over half a period: sent at once, a round's 3,000 calls queued ahead of
-    // every request's call for a second or more, and requests timed out. And a slice waits for
-    // the one before it to be answered: where the store takes an op slower than the slices come
-    // (a Cluster without shards, one script call per key), the round stretches instead of queueing
-    // ahead of every request (a 3-master Cluster on 100,000 keys in turn: requests waited past a
-    // 1 s timeout, 426,878 policy decisions in one bench row).
-    const slices = Math.ceil(leases.length / ROUND_SLICE);
-    const gapMs = Math.floor((this.#syncer?.periodMs ?? this.#config.sweepEveryMs) / 2 / slices);
-    // The gap counts from the slice's sending: from its answer, rounds whose answers took as long
-    // as the gaps (a Cluster without shards) outlasted the period, and the next round was skipped.
-    const schedule = () =>
-      setTimeout(() => this.#slice(leases, to), Math.max(0, gapMs - (this.#clock.now() - now))).unref();
-    if (sent.length === 0) schedule();
-    else void Promise.allSettled(sent).then(schedule);
+    return undefined;
   }
 }
-
-/** Held keys a round goes through in one turn of the event loop: about a millisecond's work. */
-const ROUND_SLICE = 1024;
 
 /** Limiters dropped without `close()`: their timer stops and the shared clock is released. */
 const dropped = new FinalizationRegistry<{

@@ -37,6 +37,8 @@ export class Syncer {
   #calls = 1;
   /** How much longer than a period a grant lives: its overlap with the next one. */
   #slackMs = 0;
+  /** How long the last round took, when it took longer than a period. */
+  #roundMs = 0;
 
   constructor(
     config: TieredConfig,
@@ -102,6 +104,17 @@ export class Syncer {
     const calls = Math.max(1, Math.ceil(candidates / perCall));
     if (calls === this.#calls) return;
     this.#calls = calls;
+    this.#retime();
+  }
+
+  /**
+   * The last round took `ms`: a key is synced again about a round later when rounds outlast the
+   * period, and its grant must live until then.
+   */
+  roundTook(ms: number): void {
+    const roundMs = ms > this.#periodMs ? Math.ceil(ms) : 0;
+    if (roundMs === this.#roundMs) return;
+    this.#roundMs = roundMs;
     this.#retime();
   }
 
@@ -208,15 +221,17 @@ export class Syncer {
     return want > 0 ? want : 0;
   }
 
-  /** The period, the lease's lifetime and the store's hold follow the fleet size. */
+  /** The period, the lease's lifetime and the store's hold follow the fleet size and how long rounds take. */
   #retime(): void {
     this.#periodMs = syncPeriodMs(this.instances, this.#budget, this.#calls);
     this.#slackMs = Math.max(50, Math.ceil(this.#periodMs / 10));
-    const ttlMs = this.#periodMs + this.#slackMs;
-    // An expired token is handed back with the next sync, up to a period after it expired: the
-    // store holds it a period longer than it lives here, plus the grace for a stale clock.
+    // A key is synced again a period later, or a round later when rounds outlast the period.
+    const intervalMs = Math.max(this.#periodMs, this.#roundMs);
+    const ttlMs = intervalMs + this.#slackMs;
+    // An expired token is handed back with the next sync, up to an interval after it expired: the
+    // store holds it an interval longer than it lives here, plus the grace for a stale clock.
     this.#config.timing.ttlMs = ttlMs;
-    this.#config.timing.holdMs = ttlMs + this.#periodMs + this.#config.graceMs;
+    this.#config.timing.holdMs = ttlMs + intervalMs + this.#config.graceMs;
     // Leases may borrow one period of refill: the fleet's leases then fit a period's demand and
     // its spread beside the capacity, at `rate × T` on the bound (docs/ACCURACY.md).
     this.#config.timing.aheadMs = this.#periodMs;

@@ -127,12 +127,12 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
         view !== undefined && (++this.#denials & 255) === 0,
       );
     }
-    return undefined;
+    return this.#parts.cold.optimisticDry(lease, cost);
   }
 
   #admitted(lease: Lease, now: number): Decision {
     if (lease.tokens <= lease.lowWater && lease.refill === undefined && now >= lease.deniedUntilMs) {
-      void this.#parts.refiller.refill(lease, 1, false);
+      void this.#parts.refiller.refill(lease, 1, 'ahead');
     }
     const counts = this.#counts;
     counts.lease++;
