@@ -104,39 +104,11 @@ export class ColdPath {
     if (!coldStart.claim(key, clock.now())) return undefined;
     const lease = this.#parts.leaseFor(key);
     if (lease.firstCost === 0) lease.firstCost = cost;
-    void this.#refiller.settle(this.#onCredit(lease, cost));
-    return this.#admitOnCredit(lease, lease.limit.capacity - cost);
-  }
-
-  /**
-   * Optimistic cold start for a key whose lease ran dry, with no refill on its way, where the
-   * store's last word was that the bucket had room: admitted now, the credit charged with the
-   * refill this sends. It shares the spacing of a key never seen, so the fleet's extra admissions
-   * stay within `N·credit` per spacing, as the bound says. Without it, a lease that a rising demand
-   * outran made its next request wait on a round trip (3–12 % of the decisions on 100,000 keys in
-   * turn, each holding up a loop of requests). A key the store last left with nothing (at its
-   * limit) waits for the store. The charge rides on the refill the key's demand needs, or goes
-   * alone for a sparse key.
-   */
-  optimisticDry(lease: Lease, cost: number): Decision | undefined {
-    const coldStart = this.#coldStart;
-    const { store, clock } = this.#parts;
-    if (coldStart === undefined || cost > coldStart.credit || lease.refill !== undefined) return undefined;
-    if (lease.globalRemaining < cost || store.guard.degraded) return undefined;
-    if (!coldStart.claim(lease.key, clock.now())) return undefined;
-    void this.#refiller.refill(this.#onCredit(lease, cost), cost, 'credit');
-    return this.#admitOnCredit(lease, lease.globalRemaining - cost);
-  }
-
-  /** Puts `cost` on `lease`'s books as admitted on credit: its next op charges the store. */
-  #onCredit(lease: Lease, cost: number): Lease {
     lease.debt += cost;
     lease.asked += cost;
+    void this.#refiller.settle(lease);
     this.#counters.tokensOptimistic += cost;
-    return lease;
-  }
-
-  #admitOnCredit(lease: Lease, remaining: number): Decision {
-    return this.#parts.store.count(allowDecision(Math.floor(remaining), 0, lease.limit, 'local'));
+    const spec = lease.limit;
+    return store.count(allowDecision(spec.capacity - cost, 0, spec, 'local'));
   }
 }

@@ -17,17 +17,16 @@ export interface SyncOptions {
   fleetCallsPerSecond?: number;
 }
 
-/** How a two-tier limiter decides for a key it holds no tokens for. */
+/** How a two-tier limiter decides for a key it has no state for. */
 export interface ColdStartOptions {
   /**
    * `exact` asks the store (one key-op, coalesced). `optimistic` admits up to `credit` tokens at
-   * once, in process, and charges them to the key in the next flush (the bucket may go into debt),
-   * for a key it has no state for, or whose lease ran dry while the store last said the bucket had
-   * room: a cold key costs no wait, and the fleet's bound grows by `N·credit·(1 + ⌊W / spacingMs⌋)`.
+   * once, in process, and charges them to the key in the next flush (the bucket may go into debt):
+   * a cold key costs no wait, and the fleet's bound grows by `N·credit·(1 + ⌊W / spacingMs⌋)`.
    * @default 'exact'
    */
   mode: 'exact' | 'optimistic';
-  /** Tokens an instance may admit for a key without the store, per spacing. @default 1 */
+  /** Tokens an instance may admit for a key before the store has heard of it. @default 1 */
   credit?: number;
   /**
    * Milliseconds before the same key may start optimistically again on this instance.

@@ -86,7 +86,7 @@ export class Lease {
   rate = 0;
   /** Periodic syncs that weighed this key's rate: the first few are averaged alike. */
   syncs = 0;
-  /** Tokens admitted here without the store (optimistic cold start), to charge with the next op. */
+  /** Tokens admitted here before the store heard of the key (optimistic cold start), to charge. */
   debt = 0;
   /** The global bucket's remaining tokens, as of `replyAtMs`. */
   globalRemaining: number;

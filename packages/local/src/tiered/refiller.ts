@@ -16,9 +16,6 @@ export interface SettleOptions {
   readonly debit?: number | undefined;
 }
 
-/** Who a refill is for: a waiting request, none yet (ahead of need), an admission on credit. */
-type Asker = 'request' | 'ahead' | 'credit';
-
 /** What a lease asks of the store, beside the reports it owes. */
 type Ask = { take: number } | { want: number; min: number } | undefined;
 
@@ -86,21 +83,18 @@ export class Refiller {
   }
 
   /**
-   * The store call in flight for `lease`, or a new one for at least `min` tokens: a lease sized by
-   * demand, unless the key's demand would not fill a batch of two: then a request waiting on it
-   * (`asker` `'request'`) sends a plain take of its one token (a sparse key costs one key-op and
-   * keeps no lease; `lease.taken` holds the token for that request), and an admission on credit
-   * (`'credit'`) sends its charge alone; a refill ahead of need still leases. Resolves the reply,
-   * already applied to the lease, or the failure the policy must handle; never rejects.
+   * The store call in flight for `lease`, or a new one for at least `min` tokens: a lease sized
+   * by demand, or, for a request `waiting` on a key whose demand would not fill a batch of two, a
+   * plain take of its one token (a sparse key costs one key-op and keeps no lease; `lease.taken`
+   * holds the token for that request). Resolves the reply, already applied to the lease, or the
+   * failure the policy must handle; never rejects.
    */
-  refill(lease: Lease, min: number, asker: Asker = 'request'): Promise<GuardResult<BucketReply>> {
+  refill(lease: Lease, min: number, waiting = true): Promise<GuardResult<BucketReply>> {
     if (lease.refill !== undefined) return lease.refill;
     return this.#call(lease, (sentAt) => {
       const want = this.#want(lease, min, sentAt);
-      if (want <= 1 && min === 1 && lease.tokens === 0) {
-        if (asker === 'credit') return undefined;
-        if (asker === 'request' && lease.pendingCost <= 1) return { take: 1 };
-      }
+      if (waiting && want <= 1 && min === 1 && lease.pendingCost <= 1 && lease.tokens === 0)
+        return { take: 1 };
       return { want, min: Math.min(min, want) };
     });
   }
@@ -128,8 +122,9 @@ export class Refiller {
    * `close()`'s last word: what every one of `leases` owes, sent to the store at once (it gathers
    * them into calls) past an open breaker (a brief blip must not cost every leased token), under
    * one timeout. Resolves whether the store took it all. A settle per key, each with a timer and a
-   * place in the refill queue, closed a limiter holding 100,000 keys in 1.6 s against a 1 s wait,
-   * with a failure event for each of the 45,000 keys still queued when their timers fired.
+   * place in the refill queue, closed a limiter
+   * holding 100,000 keys in 1.6 s against a 1 s wait, with a failure event for each of the
+   * 45,000 keys still queued when their timers fired.
    */
   handBack(leases: Iterable<Lease>, timeoutMs: number): Promise<boolean> {
     const send = () => {
@@ -208,7 +203,7 @@ export class Refiller {
       reports,
     };
     if (debt > 0) {
-      // Tokens admitted on credit ride first: the bucket may go into debt.
+      // Tokens admitted before the store heard of the key ride first: the bucket may go into debt.
       op.debit = debt;
       lease.debt = 0;
     }
@@ -264,7 +259,8 @@ export class Refiller {
     lease.replyAtMs = now;
     lease.resetMs = reply.resetMs;
     lease.limit = op.limits[reply.limitIndex] ?? lease.limit;
-    // A denial is remembered only when no whole token is left: a smaller cost may still pass.
+    // A denial is remembered only when no whole token is left: a cost above what is left must
+    // not turn away a smaller one the bucket still has.
     const asked = op.reserve !== undefined || op.take !== undefined;
     const deniedUntil = !asked || reply.ok || reply.remaining > 0 ? 0 : now + Math.max(1, reply.retryAfterMs);
     lease.deniedUntilMs = deniedUntil > lease.blockedUntilMs ? deniedUntil : lease.blockedUntilMs;

@@ -127,12 +127,12 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
         view !== undefined && (++this.#denials & 255) === 0,
       );
     }
-    return this.#parts.cold.optimisticDry(lease, cost);
+    return undefined;
   }
 
   #admitted(lease: Lease, now: number): Decision {
     if (lease.tokens <= lease.lowWater && lease.refill === undefined && now >= lease.deniedUntilMs) {
-      void this.#parts.refiller.refill(lease, 1, 'ahead');
+      void this.#parts.refiller.refill(lease, 1, false);
     }
     const counts = this.#counts;
     counts.lease++;
