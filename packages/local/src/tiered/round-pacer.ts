@@ -2,7 +2,7 @@ import type { Clock } from '@tiered-limiter/core';
 import type { Lease } from './lease.js';
 
 /** Held keys a round goes through in one turn of the event loop: about a millisecond's work. */
-export const ROUND_SLICE = 1024;
+const ROUND_SLICE = 1024;
 
 /** What a round does with each lease, and what becomes of the round. */
 export interface RoundHooks {
