@@ -29,6 +29,7 @@ export class LeaseBook {
   readonly #groupOf: ((key: string) => number) | undefined;
   /** When the timer is due next: with the sync, when every held key next gets its share. */
   #nextTickAtMs: number;
+  /** The pace of the rounds the timer starts: a slice a turn, the next as a late one ends. */
   readonly #rounds: RoundPacer;
 
   constructor(
