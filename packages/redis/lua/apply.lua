@@ -6,7 +6,9 @@ written once at the end, only if an entry changed it.
 
 KEYS         the bucket keys of every entry in order, N per entry (one per limit). Within a call all
              keys sit in one Cluster slot; an entry's N keys share the user key's {hash tag}.
-ARGV[1]      E, the number of entries; ARGV[2] S, the number of limit sets; then S sets:
+ARGV[1]      every number below, as one JSON array (a number per ARGV cost Redis and the caller
+             more than the whole decode: 170 numbers, 32-39 µs a call as arguments, 19-21 µs as
+             JSON): E, the number of entries; S, the number of limit sets; then S sets:
                N                          limits
                capacity, refillPerSecond  N pairs, one per limit
              then per entry, in this order:
@@ -19,7 +21,8 @@ ARGV[1]      E, the number of entries; ARGV[2] S, the number of limit sets; then
                aheadMs                    ms of refill the take or lease may borrow
                R                          reports, then R triples: generation, spent, returned
              or, for a heartbeat entry (its one key the fleet's sorted set):
-               0, instance, ttlMs         the instance counts as alive for ttlMs
+               0, i, ttlMs                instance ARGV[1 + i] counts as alive for ttlMs
+ARGV[2…]     the instances the heartbeat entries name
 
 Reply        7 integers per entry, in order:
                ok           take: admitted; reserve: something granted; else 1 if a cost of 1 passes now
@@ -38,25 +41,26 @@ Arithmetic, clock, storage and expiry: bucket.lua.
 -- Runs after bucket.lua (see src/scripts.ts), which defines now, load, save, settle, ….
 
 local reply = {}
+local args = cjson.decode(ARGV[1])
 local at_arg, at_key = 3, 1
 local states = {}
 
--- The limit sets, read once: each { n, caps, rates } with its numbers parsed.
+-- The limit sets, read once: each { n, caps, rates }.
 local sets = {}
-for k = 1, tonumber(ARGV[2]) do
-  local n = tonumber(ARGV[at_arg])
+for k = 1, args[2] do
+  local n = args[at_arg]
   local caps, rates = {}, {}
   for i = 1, n do
-    caps[i] = tonumber(ARGV[at_arg + 2 * i - 1])
-    rates[i] = tonumber(ARGV[at_arg + 2 * i]) / 1000
+    caps[i] = args[at_arg + 2 * i - 1]
+    rates[i] = args[at_arg + 2 * i] / 1000
   end
   sets[k] = { n = n, caps = caps, rates = rates }
   at_arg = at_arg + 1 + 2 * n
 end
 
--- The next argument, as a number.
+-- The next number.
 local function next_number()
-  local value = tonumber(ARGV[at_arg])
+  local value = args[at_arg]
   at_arg = at_arg + 1
   return value
 end
@@ -69,10 +73,10 @@ local function heartbeat(key, instance, ttl_ms)
   return redis.call('ZCARD', key)
 end
 
-for e = 1, tonumber(ARGV[1]) do
-  local set_index = tonumber(ARGV[at_arg])
+for e = 1, args[1] do
+  local set_index = args[at_arg]
   if set_index == 0 then
-    local live = heartbeat(KEYS[at_key], ARGV[at_arg + 1], tonumber(ARGV[at_arg + 2]))
+    local live = heartbeat(KEYS[at_key], ARGV[1 + args[at_arg + 1]], args[at_arg + 2])
     at_key, at_arg = at_key + 1, at_arg + 3
     local base = #reply
     reply[base + 1], reply[base + 2] = 1, live
@@ -80,7 +84,7 @@ for e = 1, tonumber(ARGV[1]) do
   else
   local set = sets[set_index]
   local n, caps, rates = set.n, set.caps, set.rates
-  local flags = tonumber(ARGV[at_arg + 1])
+  local flags = args[at_arg + 1]
   at_arg = at_arg + 2
   for i = 1, n do
     local st = load(KEYS[at_key])
@@ -103,7 +107,7 @@ for e = 1, tonumber(ARGV[1]) do
   if flags % 32 >= 16 then ahead_ms = next_number() end
   if flags >= 32 then reports = next_number() end
   for r = 1, reports do
-    local id, spent, returned = tonumber(ARGV[at_arg]), tonumber(ARGV[at_arg + 1]), tonumber(ARGV[at_arg + 2])
+    local id, spent, returned = args[at_arg], args[at_arg + 1], args[at_arg + 2]
     at_arg = at_arg + 3
     for i = 1, n do
       report(states[i], id, spent, returned)

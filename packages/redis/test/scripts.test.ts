@@ -90,6 +90,8 @@ const ten = defineLimit({ capacity: 10, refillPerSecond: 1, name: 'ten' });
 /** An injected clock reading, in µs; `ms(n)` is n ms after it. */
 const NOW = 1_000_000_000;
 const ms = (n: number) => NOW + n * 1000;
+/** What a heartbeat entry carries as its bucket op (the store's own stands in no key). */
+const FLEET: BucketOp = { key: '', limits: [] };
 
 describe('apply.lua, exact replies', () => {
   it('takes from a new key on TIME, stores it with a TTL of ms until full + the margin', async () => {
@@ -282,6 +284,46 @@ const opArb = fc.record({
       returned: fc.integer({ min: 0, max: 5 }),
     }),
   ),
+});
+
+describe('the call’s arguments', () => {
+  it('carries the keys, then every number as one JSON array, then the heartbeats’ instances', () => {
+    const spec = defineLimit({ capacity: 100, refillPerSecond: 0.5, name: 'args' });
+    const limits = [spec];
+    const args = encodeOps([
+      { op: { key: 'u1', limits, take: 2, aheadMs: 20 }, keys: ['k1'] },
+      { op: FLEET, keys: ['fleet'], heartbeat: { instance: 'host-1, "a" [b]', ttlMs: 3000 } },
+      {
+        op: {
+          key: 'u2',
+          limits,
+          reserve: { want: 8, min: 1, holdMs: 1500 },
+          reports: [{ generation: 7, spent: 2, returned: 1 }],
+        },
+        keys: ['k2'],
+      },
+    ]);
+    // E 3, S 1, the set (1 limit: 100, 0.5); take 2 with aheadMs 20 (flags 1 + 16); the heartbeat
+    // (set 0, instance 1, ttl); reserve 8/1/1500 with one report (flags 2 + 32).
+    expect(args).toEqual([
+      3,
+      'k1',
+      'fleet',
+      'k2',
+      '[3,1,1,100,0.5,1,17,2,20,0,1,3000,1,34,8,1,1500,1,7,2,1]',
+      'host-1, "a" [b]',
+    ]);
+  });
+
+  it('registers an instance whatever its name holds: commas, quotes and brackets are not numbers', async () => {
+    const fleet = `${prefix}:fleet:${newUser()}`;
+    const name = 'host-1, "a" [b]';
+    const args = encodeOps([{ op: FLEET, keys: [fleet], heartbeat: { instance: name, ttlMs: 60_000 } }]);
+    const [numKeys, ...rest] = args;
+    const reply = await redis.eval(SCRIPTS.apply, numKeys as number, ...rest);
+    expect(reply).toEqual([1, 1, 0, 0, 0, 0, 0]);
+    expect(await redis.zrange(fleet, 0, -1)).toEqual([name]);
+  });
 });
 
 describe('apply.lua equals core’s applyBucketOp', () => {
