@@ -31,6 +31,8 @@ export class LeaseBook {
   #nextTickAtMs: number;
   /** The pace of the rounds the timer starts: a slice a turn, the next as a late one ends. */
   readonly #rounds: RoundPacer;
+  /** While `close()` runs: how much of its wait is left, in ms. */
+  #closingWait: (() => number) | undefined;
 
   constructor(
     owner: object,
@@ -143,31 +145,31 @@ export class LeaseBook {
 
   /**
    * Hands back every lease's tokens (one forced attempt for them all), waits for them and for
-   * refills in flight at most `closeTimeoutMs` from the call (going through 100,000 keys takes
-   * time of its own), and stops the timer.
+   * the store calls still out at most `closeTimeoutMs` from the call (going through 100,000 keys
+   * takes time of its own), and stops the timer. A call that timed out is still out: Redis grants
+   * its lease when a pause ends, and that grant goes back too, in a forced attempt of its own.
    */
   async close(leases: readonly Lease[], clearTable: () => void): Promise<void> {
     const startedAtMs = this.#clock.now();
     clearTimeout(this.#timer.handle);
     this.#timer.handle = undefined;
     dropped.unregister(this);
+    const waitMs = () => Math.max(1, this.#config.closeTimeoutMs - (this.#clock.now() - startedAtMs));
+    this.#closingWait = waitMs;
     const owed = [...leases, ...this.#owing];
-    const inFlight: Promise<unknown>[] = [];
     for (const lease of owed) {
       lease.detached = true;
-      if (lease.refill !== undefined) inFlight.push(lease.refill);
       drainLease(lease);
     }
     this.#owing.clear();
     this.#holding.clear();
     clearTable();
-    const waitMs = () => Math.max(1, this.#config.closeTimeoutMs - (this.#clock.now() - startedAtMs));
     const handBack = this.#refiller.handBack(owed, waitMs());
     this.#pending.add(handBack);
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs())));
-    // A refill in flight hands its grant back as it lands (the lease is detached): those first.
-    const done = Promise.allSettled(inFlight).then(() => Promise.allSettled([...this.#pending]));
+    // Calls still out first: each hands its grant back as it lands, adding to what is pending.
+    const done = Promise.allSettled(this.#refiller.landing()).then(() => this.#settled());
     await Promise.race([done, deadline]);
     clearTimeout(timer);
     // Its timeout ends with the wait, its failure reported before close() resolves: the deadline's
@@ -176,11 +178,23 @@ export class LeaseBook {
     if (this.#sharedClock) releaseSharedClock();
   }
 
+  /** Resolves once nothing is pending, hand-backs added while it waits included. */
+  async #settled(): Promise<void> {
+    while (this.#pending.size > 0) {
+      const now = [...this.#pending];
+      await Promise.allSettled(now);
+      for (const settle of now) this.#pending.delete(settle);
+    }
+  }
+
   #replied(lease: Lease, leased: number, dry: boolean): void {
     if (lease.detached || this.#clock.now() < lease.blockedUntilMs) {
       if (leased > 0) {
         drainLease(lease);
-        this.#settle(lease);
+        const closingWait = this.#closingWait;
+        // Past the breaker while closing: a blip that opened it must not cost a late grant.
+        if (closingWait === undefined) this.#settle(lease);
+        else this.#pending.add(this.#refiller.handBack([lease], closingWait()));
       }
       return;
     }

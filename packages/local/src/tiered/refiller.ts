@@ -34,6 +34,11 @@ export class Refiller {
   readonly #counters: TieredCounters;
   readonly #limits: () => readonly LimitSpec[];
   readonly #queue: LimitFunction;
+  /**
+   * Store calls sent that may still grant tokens, whether or not their request gave up on the
+   * timeout: a call that timed out is still in Redis's queue, and its grant lands when it lands.
+   */
+  readonly #landing = new Set<Promise<unknown>>();
   #batch: BatchPolicy;
   #onReply: (lease: Lease, leased: number, dry: boolean) => void = () => {};
 
@@ -163,6 +168,14 @@ export class Refiller {
     );
   }
 
+  /**
+   * The store calls sent that have not answered yet, timed out or not: once they have, no grant
+   * can land any more (`close()` waits for them before it is done).
+   */
+  landing(): Promise<unknown>[] {
+    return [...this.#landing];
+  }
+
   #call(lease: Lease, ask: (sentAt: number) => Ask, background = false): Promise<GuardResult<BucketReply>> {
     const call = this.#store.guard.run(() =>
       this.#queue(() => {
@@ -170,16 +183,20 @@ export class Refiller {
         const op = this.#op(lease, ask(sentAt), background) ?? { key: lease.key, limits: this.#limits() };
         if (op.reserve !== undefined || op.take !== undefined) this.#counters.refills++;
         else this.#counters.refunds++;
-        return this.#store.store.apply(op).then(
+        const sent = this.#store.store.apply(op).then(
           (reply) => {
+            this.#landing.delete(sent);
             this.#apply(lease, op, reply, sentAt);
             return reply;
           },
           (error: unknown) => {
+            this.#landing.delete(sent);
             this.#lost(op);
             throw error;
           },
         );
+        this.#landing.add(sent);
+        return sent;
       }),
     );
     lease.refill = call;
