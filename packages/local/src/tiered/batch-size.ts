@@ -1,3 +1,5 @@
+import type { LimitSpec } from '@tiered-limiter/core';
+
 /** How the two-tier limiter sizes a lease request. All counts are tokens. */
 export interface BatchPolicy {
   /** Smallest batch a refill asks for. */
@@ -39,4 +41,17 @@ export function batchSize(demand: BatchDemand, policy: BatchPolicy): number {
   const share = Math.max(1, Math.ceil(demand.globalRemaining / policy.competitors));
   if (want > share) want = share;
   return Math.max(want, demand.pending);
+}
+
+/**
+ * A fleet member's share of what the tightest limit can have on lease at once: its capacity plus
+ * the refill leases may borrow ahead (`aheadMs`), divided among `competitors`; at least 1.
+ */
+export function fairShare(limits: readonly LimitSpec[], competitors: number, aheadMs: number): number {
+  let room = Number.POSITIVE_INFINITY;
+  for (const limit of limits) {
+    const own = limit.capacity + Math.floor(limit.refillPerMs * aheadMs);
+    if (own < room) room = own;
+  }
+  return Math.max(1, Math.floor(room / competitors));
 }

@@ -2,7 +2,7 @@ import type { BucketOp, BucketReply, Clock, LimitSpec } from '@tiered-limiter/co
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { GuardedStore } from '../guard/guarded-store.js';
 import type { GuardResult } from '../guard/store-guard.js';
-import { type BatchPolicy, batchSize } from './batch-size.js';
+import { type BatchPolicy, batchSize, fairShare } from './batch-size.js';
 import { addGrant, type Lease, takeReports } from './lease.js';
 import type { TieredConfig } from './options.js';
 import { touchSharedClock } from './shared-clock.js';
@@ -297,17 +297,4 @@ function returned(op: BucketOp): number {
   let tokens = 0;
   if (op.reports !== undefined) for (const r of op.reports) tokens += r.returned;
   return tokens;
-}
-
-/**
- * A fleet member's share of what the tightest limit can have on lease at once: its capacity plus
- * the refill leases may borrow ahead (`aheadMs`), divided among `competitors`; at least 1.
- */
-export function fairShare(limits: readonly LimitSpec[], competitors: number, aheadMs: number): number {
-  let room = Number.POSITIVE_INFINITY;
-  for (const limit of limits) {
-    const own = limit.capacity + Math.floor(limit.refillPerMs * aheadMs);
-    if (own < room) room = own;
-  }
-  return Math.max(1, Math.floor(room / competitors));
 }
