@@ -103,6 +103,29 @@ describe.each(MODES)('close() hands leased tokens back ($name)', ({ options }) =
     expect(await inRedis()).toBe(1000 - spent);
   });
 
+  it('a refill still queued behind the refill cap when close() begins: its grant goes back too', async () => {
+    const { limiter, store } = await setup({ ...options, maxConcurrentRefills: 1 });
+    const spent = await spend(limiter, 50);
+    let spentOther = 0;
+    for (let i = 0; i < 20; i++) {
+      const d = limiter.tryConsume('other') ?? (await limiter.consume('other'));
+      if (d.allowed && d.tier !== 'fallback') spentOther++;
+    }
+    await pause(300);
+    // The first refill takes the one slot; the second waits in the queue, unsent, past its timeout.
+    const [first, second] = await Promise.all([limiter.consume('k', 300), limiter.consume('other', 300)]);
+    expect([first.tier, second.tier]).toEqual(['fallback', 'fallback']);
+    await limiter.close();
+    // Read from a connection of its own: close() must have waited for the queued call and its
+    // hand-back, not only have sent them ahead of a read on the same connection.
+    const other = server.client();
+    clients.push(other);
+    await whenReady(other);
+    const reader = new RedisStore({ redis: other, prefix: store.prefix });
+    const remaining = async (key: string) => (await reader.apply({ key, limits: [LIMIT] })).remaining;
+    expect([await remaining('k'), await remaining('other')]).toEqual([1000 - spent, 1000 - spentOther]);
+  });
+
   it('while Redis is briefly slow: close() waits for it, within its wait', async () => {
     const { limiter, inRedis } = await setup({ ...options, closeTimeoutMs: 2000 });
     const spent = await spend(limiter, 50);

@@ -35,8 +35,8 @@ export class Refiller {
   readonly #limits: () => readonly LimitSpec[];
   readonly #queue: LimitFunction;
   /**
-   * Store calls sent that may still grant tokens, whether or not their request gave up on the
-   * timeout: a call that timed out is still in Redis's queue, and its grant lands when it lands.
+   * Store calls queued or sent that may still grant tokens, whether or not their request gave up
+   * on the timeout: a call that timed out is still in Redis's queue, and its grant lands when it lands.
    */
   readonly #landing = new Set<Promise<unknown>>();
   #batch: BatchPolicy;
@@ -169,36 +169,35 @@ export class Refiller {
   }
 
   /**
-   * The store calls sent that have not answered yet, timed out or not: once they have, no grant
-   * can land any more (`close()` waits for them before it is done).
+   * The store calls queued or sent that have not answered yet, timed out or not: once they have,
+   * no grant can land any more (`close()` waits for them before it is done).
    */
   landing(): Promise<unknown>[] {
     return [...this.#landing];
   }
 
   #call(lease: Lease, ask: (sentAt: number) => Ask, background = false): Promise<GuardResult<BucketReply>> {
-    const call = this.#store.guard.run(() =>
-      this.#queue(() => {
+    const call = this.#store.guard.run(() => {
+      const queued = this.#queue(() => {
         const sentAt = this.#clock.now();
         const op = this.#op(lease, ask(sentAt), background) ?? { key: lease.key, limits: this.#limits() };
         if (op.reserve !== undefined || op.take !== undefined) this.#counters.refills++;
         else this.#counters.refunds++;
-        const sent = this.#store.store.apply(op).then(
+        return this.#store.store.apply(op).then(
           (reply) => {
-            this.#landing.delete(sent);
             this.#apply(lease, op, reply, sentAt);
             return reply;
           },
           (error: unknown) => {
-            this.#landing.delete(sent);
             this.#lost(op);
             throw error;
           },
         );
-        this.#landing.add(sent);
-        return sent;
-      }),
-    );
+      });
+      // Tracked from the queue, not the send: a call still queued when close() begins is sent later.
+      this.#landing.add(queued);
+      return queued.finally(() => this.#landing.delete(queued));
+    });
     lease.refill = call;
     void call.then(() => {
       if (lease.refill === call) lease.refill = undefined;
