@@ -1,0 +1,77 @@
+import { StoreError } from '@tiered-limiter/core';
+import { StoreGuard } from '@tiered-limiter/local';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+
+// The breaker's streak: what counts toward `failureThreshold`. Fake timers fire the guard's
+// timeouts; the guard's clock reads the same fake time.
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setImmediate', 'Date'] });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+const TIMEOUT_MS = 20;
+
+function guard() {
+  return new StoreGuard({
+    timeoutMs: TIMEOUT_MS,
+    breaker: { failureThreshold: 3, cooldownMs: 1000 },
+    clock: { now: () => Date.now() },
+  });
+}
+
+/** A call that answers only when told to. */
+function hanging() {
+  let answer: (value: number) => void = () => {};
+  const call = () => new Promise<number>((resolve) => (answer = resolve));
+  return { call, answer: (value: number) => answer(value) };
+}
+
+/** Starts `n` calls that hang, lets their timeouts fire together, and returns them. */
+async function timeOutTogether(g: StoreGuard, n: number) {
+  const calls = Array.from({ length: n }, () => hanging());
+  const results = calls.map((c) => g.run(c.call));
+  await vi.advanceTimersByTimeAsync(TIMEOUT_MS);
+  for (const result of await Promise.all(results)) expect(result.ok).toBe(false);
+  return calls;
+}
+
+describe('StoreGuard: the streak that opens the breaker', () => {
+  it('timeouts that fire together count once: a stall times out every call in flight at once', async () => {
+    const g = guard();
+    await timeOutTogether(g, 10);
+    expect(g.state).toBe('closed');
+    expect(g.failures).toBe(10);
+    await timeOutTogether(g, 10);
+    expect(g.state).toBe('closed');
+    await timeOutTogether(g, 1);
+    expect(g.state).toBe('open');
+  });
+
+  it('errors count one each: a store that refuses at once opens it after failureThreshold calls', async () => {
+    const g = guard();
+    for (let i = 0; i < 3; i++) {
+      expect(g.state).toBe('closed');
+      await g.run(() => Promise.reject(new StoreError('refused')));
+    }
+    expect(g.state).toBe('open');
+  });
+
+  it('a late answer to a call that timed out breaks the streak, but leaves an open breaker open', async () => {
+    const g = guard();
+    const [first] = await timeOutTogether(g, 1);
+    await timeOutTogether(g, 1);
+    first!.answer(1);
+    await vi.advanceTimersByTimeAsync(0);
+    // Two more timeouts after the late answer: a streak of two, not four.
+    await timeOutTogether(g, 1);
+    await timeOutTogether(g, 1);
+    expect(g.state).toBe('closed');
+    const [late] = await timeOutTogether(g, 1);
+    expect(g.state).toBe('open');
+    late!.answer(1);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(g.state).toBe('open');
+  });
+});
