@@ -115,10 +115,12 @@ describe('a fleet of 8 processes on real Redis: one hot key and 50 others, all a
     const reports = await runFleet(
       Array.from({ length: PROCESSES }, () => hotAndMany(prefix, { failurePolicy: 'closed' })),
     );
-    // The bound with the sync: C + r·(W + T), T the sync period: 8 live instances whose syncs of 51
-    // keys take 2 calls of 32, 8 × 2 ÷ (0.9 × 200) s, 89 ms.
+    // The bound with the sync: C + r·(W + T), T the longest sync period in force: 8 live instances
+    // whose rounds over 51 keys take 2 calls of 32, 8 × 2 ÷ (0.9 × 200) s, 89 ms; a worker starved
+    // of CPU may weigh 32 keys or fewer in every round, 1 call, 44 ms (seen with two spinning
+    // processes beside the fleet). Nothing else is a period of this fleet.
     const periodMs = syncPeriodOf(reports);
-    expect(periodMs).toBe(89);
+    expect([44, 89]).toContain(periodMs);
     const check = checkKeys(reports, tokenBucketBound(CAPACITY, RATE, periodMs + STAMP_SLACK_MS));
     console.info(describeCheck('exact', check, reports));
     expect(check.worstExcess).toBeLessThanOrEqual(0);

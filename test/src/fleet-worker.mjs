@@ -168,6 +168,15 @@ async function paced() {
   }
 }
 
+// The period moves with the keys a round weighs (a call per 32): the bound of a run is the
+// longest in force during it, not the one at its end (a starved worker held fewer keys by then).
+let longestSyncPeriodMs = 0;
+const watchPeriod = setInterval(() => {
+  for (const l of limiters) {
+    const period = l.stats()?.syncPeriodMs;
+    if (typeof period === 'number' && period > longestSyncPeriodMs) longestSyncPeriodMs = period;
+  }
+}, 5);
 const loop = monitorEventLoopDelay({ resolution: 10 });
 loop.enable();
 const loops = Array.from({ length: orders.concurrency ?? 1 }, () =>
@@ -176,7 +185,12 @@ const loops = Array.from({ length: orders.concurrency ?? 1 }, () =>
 await Promise.all(loops);
 loop.disable();
 const endedAt = Date.now();
+clearInterval(watchPeriod);
 const limiterStats = limiters.map((l) => l.stats());
+for (const stats of limiterStats) {
+  const period = stats?.syncPeriodMs;
+  if (typeof period === 'number' && period > longestSyncPeriodMs) longestSyncPeriodMs = period;
+}
 const storeStats = { calls: 0, ops: 0, keys: 0 };
 for (const l of limiters) {
   const s = l.storeStats?.();
@@ -201,6 +215,7 @@ await send({
     endedAt,
     stats: limiterStats[0],
     limiterStats,
+    longestSyncPeriodMs,
     storeStats: orders.tier === 'rlf' ? undefined : storeStats,
   },
 });
