@@ -123,9 +123,9 @@ export const keysSection: Section<ThroughputTask, ThroughputRow> = {
       (s.quick
         ? `A quick run: a fresh limiter, ${s.warmupMs} ms of warm-up, then ${count(s.measureMs)} ms.`
         : `**Steady state**: each row is a fresh limiter warmed up for ${count(STEADY_WARMUP_MS)} ms (one pass over ` +
-          'every key at least), longer than the longest sync period (5 s), then timed over ' +
+          'every key at least), three times the longest sync period (5 s), then timed over ' +
           `${count(STEADY_MEASURE_MS)} ms, a whole sync round: a long-running service meets its keys so, each ` +
-          'with its first take, first lease and a sync behind it. The first decisions on a key are the cold-key ' +
+          'with its first take, first lease, and syncs enough for its rate estimate to reach the traffic. The first decisions on a key are the cold-key ' +
           'rows. Every limiter gets the same warm-up; the peer has no state to warm.'),
     `**Limiters**: \`TieredLimiter\` with its defaults (the periodic sync, exact cold start), told \`instances: ${DECLARED_INSTANCES}\`; ` +
       `\`(optimistic)\` adds \`coldStart: { mode: 'optimistic', credit: ${OPTIMISTIC.credit}, spacingMs: ${OPTIMISTIC.spacingMs} }\`; ` +

@@ -92,13 +92,18 @@ function warmupBounds(task: ThroughputTask, settings: BenchSettings): LoopBounds
 }
 
 /**
- * How long a full run warms a `steady` row up at least: the longest sync period (5 s) and a
- * second more, so that the timed part meets the keys as a long-running service does: each key
- * the row's limiter keeps has had its first take, its first lease and a sync round. After 500 ms
- * the timed part was the two-tier limiter's first and second meeting with most keys (a round
- * trip each; the cold-key rows time those on their own). Every limiter of a row gets the same.
+ * How long a full run warms a `steady` row up at least: three sync periods at their longest (5 s)
+ * and a second more, so that the timed part meets the keys as a long-running service does: each
+ * key the row's limiter keeps has had its first take, its first lease, and syncs enough for its
+ * rate estimate (the mean of its first syncs, then a moving average) to reach the row's traffic.
+ * After 500 ms the timed part was the two-tier limiter's first and second meeting with most keys
+ * (a round trip each; the cold-key rows time those on their own). After 6 s every key had had one
+ * sync, which measured the warm-up's first pass, slowed by a take per cold key: its leases fell
+ * short of the row's traffic, and 5.9–6.4 % of the timed decisions waited on Redis, against
+ * 1.7–2.6 % after 16 s (100,000 keys in turn, 64 in flight: 6.2× and 8.1× the peer, against 8.3×
+ * and 15.7×). Every limiter of a row gets the same.
  */
-export const STEADY_WARMUP_MS = 6_000;
+export const STEADY_WARMUP_MS = 16_000;
 
 /**
  * How long a full run times a `steady` row: longer than a sync period, so that the figure spans
