@@ -73,14 +73,28 @@ export class StoreError extends TieredLimiterError {
   }
 }
 
-/** The store did not answer within the limiter's `timeoutMs`. Reported, never thrown. */
+/**
+ * The store did not answer within the limiter's `timeoutMs`. Reported, never thrown. When this
+ * process's event loop ran the timeout's timer late (`loopLateMs` above 0), the process itself
+ * stalled while it waited (a busy loop, a long garbage collection, a starved CPU): the answer may
+ * have been on its way, and a service that sees this often sets `timeoutMs` above its loop's delay.
+ */
 export class StoreTimeoutError extends StoreError {
   /** The timeout that elapsed. */
   readonly timeoutMs: number;
+  /** How late, in whole ms, the event loop ran the timeout's timer; 0 when on time. */
+  readonly loopLateMs: number;
 
-  constructor(timeoutMs: number) {
-    super(`store call timed out after ${timeoutMs} ms`, { code: 'ERR_TL_STORE_TIMEOUT' });
+  constructor(timeoutMs: number, loopLateMs = 0) {
+    const late = Math.max(0, Math.floor(loopLateMs));
+    super(
+      late > 0
+        ? `store call timed out after ${timeoutMs} ms (this process's event loop ran the timer ${late} ms late)`
+        : `store call timed out after ${timeoutMs} ms`,
+      { code: 'ERR_TL_STORE_TIMEOUT' },
+    );
     this.timeoutMs = timeoutMs;
+    this.loopLateMs = late;
   }
 }
 

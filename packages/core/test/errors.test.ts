@@ -54,6 +54,12 @@ describe('error classes', () => {
     expect(err.value).toBe(-1);
     expect(new StoreTimeoutError(20).timeoutMs).toBe(20);
     expect(new StoreTimeoutError(20).message).toBe('[tiered-limiter] store call timed out after 20 ms');
+    expect(new StoreTimeoutError(20).loopLateMs).toBe(0);
+    const stalled = new StoreTimeoutError(20, 45.7);
+    expect(stalled.loopLateMs).toBe(45);
+    expect(stalled.message).toBe(
+      "[tiered-limiter] store call timed out after 20 ms (this process's event loop ran the timer 45 ms late)",
+    );
   });
 
   it.each([

@@ -1,4 +1,4 @@
-import { StoreError } from '@tiered-limiter/core';
+import { StoreError, StoreTimeoutError } from '@tiered-limiter/core';
 import { StoreGuard } from '@tiered-limiter/local';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
@@ -73,5 +73,27 @@ describe('StoreGuard: the streak that opens the breaker', () => {
     late!.answer(1);
     await vi.advanceTimersByTimeAsync(0);
     expect(g.state).toBe('open');
+  });
+});
+
+describe('StoreGuard: a timeout after a stall of this process', () => {
+  beforeEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('says how late the event loop ran its timer, so that a log tells a stall from a slow store', async () => {
+    const g = new StoreGuard({ timeoutMs: TIMEOUT_MS, breaker: false });
+    const result = g.run(hanging().call);
+    // The process is busy for 80 ms: the 20 ms timer runs at least 60 ms late.
+    const until = performance.now() + 80;
+    while (performance.now() < until) {
+      // a stall of this process, as a long synchronous task or garbage collection makes one
+    }
+    const outcome = await result;
+    expect(outcome.ok).toBe(false);
+    const error = outcome.ok ? undefined : outcome.error;
+    expect(error).toBeInstanceOf(StoreTimeoutError);
+    expect((error as StoreTimeoutError).loopLateMs).toBeGreaterThanOrEqual(55);
+    expect(error?.message).toMatch(/event loop ran the timer \d+ ms late/);
   });
 });

@@ -192,17 +192,23 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
   #attempt<T>(call: () => Promise<T>, timeoutMs: number): Promise<GuardResult<T>> {
     return new Promise<GuardResult<T>>((resolve) => {
       let settled = false;
+      let lateMs = 0;
       const fail = () => {
         if (settled) return;
         settled = true;
-        resolve(this.#failed(new StoreTimeoutError(timeoutMs)));
+        resolve(this.#failed(new StoreTimeoutError(timeoutMs, lateMs)));
       };
       const due = performance.now() + timeoutMs;
       const timer = setTimeout(() => {
         // Fired late: this process stalled, and the reply may be waiting in a socket. Let the
-        // poll phase read it (immediates run after it) before blaming the store.
-        if (performance.now() - due > STALL_SUSPECT_MS) setImmediate(fail);
-        else fail();
+        // poll phase read it (immediates run after it) before blaming the store, and say how
+        // late the timer ran if it still times out.
+        lateMs = performance.now() - due;
+        if (lateMs > STALL_SUSPECT_MS) setImmediate(fail);
+        else {
+          lateMs = 0;
+          fail();
+        }
       }, timeoutMs);
       // A limiter's timers never keep a process alive.
       timer.unref();
