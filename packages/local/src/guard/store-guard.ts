@@ -203,12 +203,10 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
         // Fired late: this process stalled, and the reply may be waiting in a socket. Let the
         // poll phase read it (immediates run after it) before blaming the store, and say how
         // late the timer ran if it still times out.
-        lateMs = performance.now() - due;
-        if (lateMs > STALL_SUSPECT_MS) setImmediate(fail);
-        else {
-          lateMs = 0;
-          fail();
-        }
+        const late = performance.now() - due;
+        if (late <= STALL_SUSPECT_MS) return fail();
+        lateMs = late;
+        setImmediate(fail);
       }, timeoutMs);
       // A limiter's timers never keep a process alive.
       timer.unref();
