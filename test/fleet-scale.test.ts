@@ -32,15 +32,18 @@ const DURATION_MS = 3000;
  */
 const TIMEOUT_MS = 250;
 /**
- * The hot key's share of its ideal the tests require. The issue asks for 99 %; on a loaded 2-core
- * machine (the suite in parallel, other work beside it) a worker holding leased tokens is at times
- * off the CPU until they expire, and their room is refilled late. Measured over 10 runs each at a
- * load average of 5.5–8.7: exact 99.17–99.86 % (median 99.6 %), optimistic 98.40–99.54 % (median
- * 99.2 %); the lowest seen at a load average of 14: exact 97.8 %, optimistic 96.2 %. Optimistic
- * sits lower by design of the measure: its first tokens are admitted before the store has made the
- * bucket, so the ideal counts a few ms of refill the bucket never had.
+ * The hot key's share of its ideal the tests require, over the span of its traffic (`checkKeys`).
+ * Leases may borrow a period's refill, so a fleet whose workers keep running reads 100.5–102 %.
+ * The issue asks for 99 %; a worker off the CPU as the run ends keeps its last lease unspent, up
+ * to its fair share, (C + r·T) ÷ 8 = 14 tokens, 2 % of the ideal. Measured beside 2, 3 and 4
+ * processes spinning on the 2 cores (load average up to 12), 32 runs: 99.1–102.1 % in 29; 98.5 %
+ * in one (a worker's loop stalled 282 ms); 98.9 % and 97.1 % in two whose 8 workers made 22 k and
+ * 6 k decisions in 3 s, starved (a hot key asked a few times per token is not at saturation).
+ * Until the workers reported their last request the ideal ran to the last answer, 10–60 ms later
+ * under load: 2–12 refilled tokens that no request could take. The thresholds were 97 % (exact)
+ * and 96 % (optimistic) then, which read about 98 % now.
  */
-const SHARE_OF_IDEAL = { exact: 0.97, optimistic: 0.96 };
+const SHARE_OF_IDEAL = 0.98;
 /** Optimistic cold start: one token per instance, a key at most once a second per instance. */
 const OPTIMISTIC = { instances: PROCESSES, credit: 1, spacingMs: 1000 };
 
@@ -69,6 +72,8 @@ interface KeyCheck {
   readonly worstKey: number;
   readonly hotAdmitted: number;
   readonly hotIdeal: number;
+  /** From the fleet's last request to its last worker's end: answers awaited, no traffic. */
+  readonly tailMs: number;
   readonly policy: number;
 }
 
@@ -86,15 +91,18 @@ function checkKeys(reports: readonly FleetReport[], bound: WindowBound, pieceMs?
   }
   // The ideal is one token bucket's over the hot key's traffic: full at its first request (the
   // store makes the bucket full then; the first admission is stamped a round trip later), then
-  // refilled at RATE until the run ends. Refill before the first request has nowhere to go.
+  // refilled at RATE until the fleet's last request. Refill outside the traffic has nothing to
+  // admit: before the first request, and after the last, while workers only await answers.
   const hot = reports.flatMap((r) => r.admittedAtByKey![0]!);
   const firstAdmission = Math.min(...hot);
+  const lastRequest = Math.max(...reports.map((r) => r.lastRequestAt));
   const endedAt = Math.max(...reports.map((r) => r.endedAt));
   return {
     worstExcess,
     worstKey,
     hotAdmitted: hot.length,
-    hotIdeal: CAPACITY + (RATE * (endedAt - firstAdmission)) / 1000,
+    hotIdeal: CAPACITY + (RATE * (lastRequest - firstAdmission)) / 1000,
+    tailMs: endedAt - lastRequest,
     policy: reports.reduce((sum, r) => sum + r.fallback.allowed + r.fallback.denied, 0),
   };
 }
@@ -104,13 +112,13 @@ function describeCheck(label: string, check: KeyCheck, reports: readonly FleetRe
   const loop = Math.max(...reports.map((r) => r.loopDelayMs.max));
   return (
     `${label}: ${decisions} decisions; hot key admitted ${check.hotAdmitted} of ideal ${check.hotIdeal.toFixed(0)} ` +
-    `(${((100 * check.hotAdmitted) / check.hotIdeal).toFixed(2)} %); worst window over ${OTHER_KEYS + 1} keys: ` +
+    `(${((100 * check.hotAdmitted) / check.hotIdeal).toFixed(2)} %; the last answer ${check.tailMs} ms after the last request); worst window over ${OTHER_KEYS + 1} keys: ` +
     `excess ${check.worstExcess.toFixed(1)} (key ${check.worstKey}); policy ${check.policy}; workers' loop max ${loop.toFixed(0)} ms`
   );
 }
 
 describe('a fleet of 8 processes on real Redis: one hot key and 50 others, all at their limit', () => {
-  it('exact cold start: no window of any key over capacity + rate × (W + T); the hot key ≥ 97 % of its ideal', async () => {
+  it('exact cold start: no window of any key over capacity + rate × (W + T); the hot key ≥ 98 % of its ideal', async () => {
     const prefix = uniquePrefix('scale-exact');
     const reports = await runFleet(
       Array.from({ length: PROCESSES }, () => hotAndMany(prefix, { failurePolicy: 'closed' })),
@@ -124,10 +132,10 @@ describe('a fleet of 8 processes on real Redis: one hot key and 50 others, all a
     const check = checkKeys(reports, tokenBucketBound(CAPACITY, RATE, periodMs + STAMP_SLACK_MS));
     console.info(describeCheck('exact', check, reports));
     expect(check.worstExcess).toBeLessThanOrEqual(0);
-    expect(check.hotAdmitted).toBeGreaterThanOrEqual(SHARE_OF_IDEAL.exact * check.hotIdeal);
+    expect(check.hotAdmitted).toBeGreaterThanOrEqual(SHARE_OF_IDEAL * check.hotIdeal);
   }, 40_000);
 
-  it('optimistic cold start: no window over C + r·(W + T) + N·credit·(1 + ⌊W / spacing⌋); the hot key ≥ 96 % of its ideal', async () => {
+  it('optimistic cold start: no window over C + r·(W + T) + N·credit·(1 + ⌊W / spacing⌋); the hot key ≥ 98 % of its ideal', async () => {
     const prefix = uniquePrefix('scale-optimistic');
     const reports = await runFleet(
       Array.from({ length: PROCESSES }, () =>
@@ -143,7 +151,7 @@ describe('a fleet of 8 processes on real Redis: one hot key and 50 others, all a
     console.info(`${describeCheck('optimistic', check, reports)}; tokens admitted on credit ${optimistic}`);
     expect(optimistic).toBeGreaterThan(0);
     expect(check.worstExcess).toBeLessThanOrEqual(0);
-    expect(check.hotAdmitted).toBeGreaterThanOrEqual(SHARE_OF_IDEAL.optimistic * check.hotIdeal);
+    expect(check.hotAdmitted).toBeGreaterThanOrEqual(SHARE_OF_IDEAL * check.hotIdeal);
   }, 40_000);
 });
 

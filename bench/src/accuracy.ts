@@ -171,9 +171,10 @@ export async function measureAccuracy(task: AccuracyTask, context: RunContext): 
     idealRule = `${peer.points} per ${peer.durationS} s window × ${windows} window${windows === 1 ? '' : 's'}`;
   } else {
     // One token bucket over the hot key's traffic: full at its first request (the store makes the
-    // bucket full then; the first admission is stamped a round trip later), refilled until the run
-    // ends. Refill before the first request has nowhere to go.
-    const spanMs = Math.max(...reports.map((r) => r.endedAt)) - Math.min(...hot);
+    // bucket full then; the first admission is stamped a round trip later), refilled until the
+    // fleet's last request. Refill outside the traffic has nothing to admit: before the first
+    // request, and after the last, while workers only await answers.
+    const spanMs = Math.max(...reports.map((r) => r.lastRequestAt)) - Math.min(...hot);
     ideal = LIMIT.capacity + (LIMIT.refillPerSecond * spanMs) / 1000;
     idealRule = `capacity ${LIMIT.capacity} + ${LIMIT.refillPerSecond}/s × ${(spanMs / 1000).toFixed(2)} s`;
   }
@@ -250,8 +251,9 @@ export const accuracySection: Section<AccuracyTask, AccuracyRow> = {
       '(with `failurePolicy: open`: a hard cap admits nothing unasked); `(sync: false)` refills leases on demand, ' +
       `\`lease.ttlMs\` ${count(LEASE_TTL_MS)}. Optimistic rows run only when the rule allows them (N·credit ≤ 0.1 × capacity).`,
     '**allowed** counts what the limit admitted, over every key; a decision of the failure policy is never counted ' +
-      'as admitted. **Ideal** (of the hot key): capacity + rate × the time from its first admission to the end of the ' +
-      'run (the bucket is made full at the first request; refill before it has nowhere to go). rate-limiter-flexible has no token ' +
+      "as admitted. **Ideal** (of the hot key): capacity + rate × the time from its first admission to the fleet's last " +
+      'request (the bucket is made full at the first request; refill before it, or after the last request while ' +
+      'workers await their answers, has nothing to admit). rate-limiter-flexible has no token ' +
       'bucket: its nearest limit is 200 points per 1 s fixed window, whose ideal is 200 per window begun in the run.',
     '**Worst window**: over every key, the window between two admissions that came closest to the bound of the ' +
       'mode in use (`worstWindow` of the harness; ✗ marks a breach): `C + r·W` (what one token bucket admits) for ' +

@@ -100,6 +100,8 @@ let allowed = 0;
 let fallbackAllowed = 0;
 let fallbackDenied = 0;
 let lateMs = 0;
+/** When this worker last asked for a decision: its traffic ends there, whatever it still awaits. */
+let lastRequestAt = startAt;
 
 function record(k, d) {
   decisions++;
@@ -148,7 +150,8 @@ function decideOnce() {
 }
 
 async function hammer() {
-  while (Date.now() < end && decisions < orders.maxDecisions) {
+  for (let now = Date.now(); now < end && decisions < orders.maxDecisions; now = Date.now()) {
+    lastRequestAt = now;
     const waiting = decideOnce();
     if (waiting) await waiting;
     // A service yields between requests; a loop that never did would starve the lease refills.
@@ -161,6 +164,7 @@ async function paced() {
   let next = startAt;
   while (Date.now() < end && decisions < orders.maxDecisions) {
     const before = Date.now();
+    lastRequestAt = before;
     await decideOnce();
     lateMs = Math.max(lateMs, Date.now() - before);
     next += pauseMs;
@@ -212,6 +216,7 @@ await send({
     lateMs,
     loopDelayMs: { p50: ms(loop.percentile(50)), p99: ms(loop.percentile(99)), max: ms(loop.max) },
     startedAt: startAt,
+    lastRequestAt,
     endedAt,
     stats: limiterStats[0],
     limiterStats,

@@ -71,6 +71,11 @@ export interface FleetReport {
   /** The worker's event-loop delay over the run (`monitorEventLoopDelay`, 10 ms resolution). */
   readonly loopDelayMs: { readonly p50: number; readonly p99: number; readonly max: number };
   readonly startedAt: number;
+  /**
+   * When the worker last asked for a decision (`Date.now()` ms): the end of its traffic. It ends
+   * later (`endedAt`), once the decisions it still awaits are answered.
+   */
+  readonly lastRequestAt: number;
   readonly endedAt: number;
   /** The (first) limiter's `stats()` at the end, as it gave them (`undefined` for `rlf`). */
   readonly stats: { readonly [field: string]: unknown } | undefined;
