@@ -176,6 +176,70 @@ describe('TieredLimiter optimistic cold start', () => {
     expect(l.stats().tokensOptimistic).toBe(2);
   });
 
+  it('admits 100,000 new keys within one spacing on credit while the store keeps up with the charges', async () => {
+    const clock = new FakeClock(0);
+    const store = new CountingStore(new MemoryStore({ clock }));
+    const l = limiter(store, clock, {
+      instances: 2,
+      sync: false,
+      maxKeys: 100_000,
+      coldStart: { mode: 'optimistic', credit: 1 },
+    });
+    let onCredit = 0;
+    for (let i = 0; i < 100_000; i++) {
+      if (l.tryConsume(`user:${i}`)?.tier === 'local') onCredit++;
+      // A server's turn of the event loop: the charges of the turn go out at its end.
+      if (i % 50 === 49) await settle();
+    }
+    // A table of 65,536 slots written on every start refused a slot's second key within the
+    // spacing: about half of these.
+    expect(onCredit).toBe(100_000);
+    await settle();
+    expect(store.ops.filter((op) => op.debit === 1)).toHaveLength(100_000);
+    expect(l.stats().tokensOptimistic).toBe(100_000);
+  });
+
+  it('gives credit while few charges wait: past 64 a new key goes the exact way until they are answered', async () => {
+    const clock = new FakeClock(0);
+    const store = new CountingStore(new MemoryStore({ clock }));
+    const l = limiter(store, clock, {
+      instances: 2,
+      sync: false,
+      coldStart: { mode: 'optimistic', credit: 1 },
+    });
+    const burst = Array.from({ length: 70 }, (_, i) => l.tryConsume(`k${i}`));
+    expect(burst.slice(0, 64).every((d) => d?.tier === 'local')).toBe(true);
+    expect(burst.slice(64).every((d) => d === undefined)).toBe(true);
+    // The 64 charges leave together at the end of the turn, and once answered make room.
+    await settle();
+    await settle();
+    expect(store.ops.filter((op) => op.debit === 1)).toHaveLength(64);
+    expect(l.tryConsume('k70')).toMatchObject({ allowed: true, tier: 'local' });
+  });
+
+  it('starts a key optimistically again only a spacing later, even when its lease left the table', async () => {
+    const clock = new FakeClock(0);
+    const store = new MemoryStore({ clock });
+    // One key at a time in the table: each new key evicts the other.
+    const l = limiter(store, clock, {
+      instances: 2,
+      sync: false,
+      maxKeys: 1,
+      coldStart: { mode: 'optimistic', credit: 1, spacingMs: 1000 },
+    });
+    expect(l.tryConsume('a')).toMatchObject({ tier: 'local' });
+    expect(l.tryConsume('b')).toMatchObject({ tier: 'local' }); // evicts a, started at 0
+    await settle();
+    clock.advance(998);
+    expect(l.tryConsume('a')).toBeUndefined(); // no lease, but started 998 ms ago: the exact way
+    expect(await l.consume('a')).toMatchObject({ allowed: true, tier: 'global' }); // evicts b
+    clock.advance(1);
+    expect(l.tryConsume('b')).toBeUndefined(); // b started at 0 too, and its lease is gone
+    await l.consume('b'); // evicts a, whose lease the exact way began
+    clock.advance(1);
+    expect(l.tryConsume('a')).toMatchObject({ tier: 'local' }); // a spacing since its start
+  });
+
   it('keeps C + r·W + N·c·(1 + ⌊W/S⌋) with cold keys arriving across the fleet', async () => {
     await fc.assert(
       fc.asyncProperty(

@@ -8,6 +8,12 @@ import type { Refiller } from './refiller.js';
 import { touchSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
 
+/**
+ * Optimistic admissions that may wait to be charged at once: a call's worth at the store's default
+ * of 64 keys a call. 256 still let a burst at 256 in flight open the breaker (one run in two).
+ */
+const MAX_PENDING_CHARGES = 64;
+
 /** Refills one request waits through before it stops losing the race to other waiters. */
 const MAX_ATTEMPTS = 4;
 
@@ -52,6 +58,12 @@ export class ColdPath {
     }
     lease.asked += cost;
     return this.#parts.store.count(rememberedDenial(lease, cost, now, this.#timing.aheadMs, 'lease'));
+  }
+
+  /** `lease` left the table (evicted, reset, closed): optimistic cold start remembers a recent start. */
+  left(lease: Lease): void {
+    if (lease.claimedAtMs === Number.NEGATIVE_INFINITY) return;
+    this.#coldStart?.left(lease.key, lease.claimedAtMs, this.#parts.clock.now());
   }
 
   /** Takes `cost` tokens for `key` once the hot path has said it cannot. Never rejects. */
@@ -101,12 +113,18 @@ export class ColdPath {
     const coldStart = this.#coldStart;
     const { store, clock } = this.#parts;
     if (coldStart === undefined || cost > coldStart.credit || store.guard.degraded) return undefined;
-    if (!coldStart.claim(key, clock.now())) return undefined;
+    // Credit is worth giving while its charge can leave soon: past that, charges queued ahead of
+    // the requests that wait on the store time them out (a burst of 100,000 new keys opened the
+    // breaker on a healthy store), and a new key waits on a take instead.
+    if (this.#refiller.chargesPending >= MAX_PENDING_CHARGES) return undefined;
+    const now = clock.now();
+    if (!coldStart.mayStart(key, now)) return undefined;
     const lease = this.#parts.leaseFor(key);
+    lease.claimedAtMs = now;
     if (lease.firstCost === 0) lease.firstCost = cost;
     lease.debt += cost;
     lease.asked += cost;
-    void this.#refiller.settle(lease);
+    this.#refiller.charge(lease);
     this.#counters.tokensOptimistic += cost;
     const spec = lease.limit;
     return store.count(allowDecision(spec.capacity - cost, 0, spec, 'local'));

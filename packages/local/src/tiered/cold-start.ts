@@ -4,9 +4,13 @@ import type { ColdStartConfig } from './fleet-options.js';
 const SLOTS = 1 << 16;
 
 /**
- * Optimistic cold start's memory: for a slot of keys (by hash), when this instance last admitted
- * one of them before the store had heard of it. A key starts optimistically at most once per
- * `spacingMs`, which is what bounds the fleet's extra admissions to `N·credit` per spacing.
+ * Optimistic cold start's memory of which keys started optimistically lately. A key starts so at
+ * most once per `spacingMs` on this instance, which is what bounds the fleet's extra admissions to
+ * `N·credit` per spacing. While the key's lease is in the table the lease remembers when
+ * (`Lease.claimedAtMs`), and a key with a lease never starts optimistically; a lease that leaves
+ * within its spacing writes the time into a table of slots by hash. Written on every start, the
+ * table refused a third to a half of a burst's new keys (each slot taken for a spacing), and each
+ * refused key waited on a take.
  */
 export class ColdStart {
   readonly credit: number;
@@ -18,13 +22,21 @@ export class ColdStart {
     this.#spacingMs = config.spacingMs;
   }
 
-  /** Whether `key` may start optimistically at `nowMs`; if so, the slot is taken until the spacing ends. */
-  claim(key: string, nowMs: number): boolean {
-    const slot = fnv1a(key) & (SLOTS - 1);
-    if (nowMs - this.#lastUse[slot]! < this.#spacingMs) return false;
-    this.#lastUse[slot] = nowMs;
-    return true;
+  /** Whether `key`, which has no lease here, may start optimistically at `nowMs`. */
+  mayStart(key: string, nowMs: number): boolean {
+    return nowMs - this.#lastUse[slotOf(key)]! >= this.#spacingMs;
   }
+
+  /** `key`'s lease leaves the table at `nowMs`: a start within the spacing is remembered by slot. */
+  left(key: string, claimedAtMs: number, nowMs: number): void {
+    if (nowMs - claimedAtMs >= this.#spacingMs) return;
+    const slot = slotOf(key);
+    if (claimedAtMs > this.#lastUse[slot]!) this.#lastUse[slot] = claimedAtMs;
+  }
+}
+
+function slotOf(key: string): number {
+  return fnv1a(key) & (SLOTS - 1);
 }
 
 /** 32-bit FNV-1a over the key's UTF-16 code units: cheap, and spreads similar keys apart. */

@@ -88,6 +88,8 @@ export class Lease {
   syncs = 0;
   /** Tokens admitted here before the store heard of the key (optimistic cold start), to charge. */
   debt = 0;
+  /** When optimistic cold start admitted the key here (its lease began so), or -Infinity. */
+  claimedAtMs = Number.NEGATIVE_INFINITY;
   /** The global bucket's remaining tokens, as of `replyAtMs`. */
   globalRemaining: number;
   /** When the last reply arrived. */

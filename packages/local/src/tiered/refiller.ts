@@ -39,6 +39,11 @@ export class Refiller {
    * on the timeout: a call that timed out is still in Redis's queue, and its grant lands when it lands.
    */
   readonly #landing = new Set<Promise<unknown>>();
+  /** Leases whose optimistic admissions are to be charged at the end of this turn (`charge`). */
+  readonly #charges = new Set<Lease>();
+  #charging = false;
+  /** Charge ops sent and not yet answered. */
+  #chargesOut = 0;
   #batch: BatchPolicy;
   #onReply: (lease: Lease, leased: number, dry: boolean) => void = () => {};
 
@@ -132,18 +137,53 @@ export class Refiller {
    * 45,000 keys still queued when their timers fired.
    */
   handBack(leases: Iterable<Lease>, timeoutMs: number): Promise<boolean> {
-    const send = () => {
-      const sent: Promise<void>[] = [];
-      for (const lease of leases) {
-        const owed = this.#sendOwed(lease, undefined, undefined);
-        if (owed !== undefined) sent.push(owed);
-      }
-      // Every op is waited for, not only up to the first failure: the others may still land.
-      return Promise.allSettled(sent).then((results) => {
-        for (const result of results) if (result.status === 'rejected') throw result.reason;
-      });
-    };
-    return this.#store.guard.force(send, timeoutMs).then((result) => result.ok);
+    return this.#store.guard.force(() => this.#sendAllOwed(leases), timeoutMs).then((result) => result.ok);
+  }
+
+  /**
+   * Charges what optimistic cold start admitted on `lease` (its `debt`) with every other key
+   * charged in this turn of the event loop: one guarded attempt and one place in the refill queue
+   * for them all, the ops gathered into calls by the store. A settle per key cost each a timer
+   * and a queue entry: 100,000 new keys at 256 in flight queued charges past the timeout, each
+   * timeout a failure, and the breaker opened on a healthy store. A charge the breaker refuses
+   * stays on the lease and rides with its next op.
+   */
+  charge(lease: Lease): void {
+    this.#charges.add(lease);
+    if (this.#charging) return;
+    this.#charging = true;
+    setImmediate(() => {
+      this.#charging = false;
+      const leases = [...this.#charges];
+      this.#charges.clear();
+      void this.#store.guard.run(() =>
+        this.#queue(() => {
+          const sent = this.#sendAllOwed(leases);
+          this.#chargesOut += leases.length;
+          return sent.finally(() => {
+            this.#chargesOut -= leases.length;
+          });
+        }),
+      );
+    });
+  }
+
+  /** Optimistic admissions waiting to be charged, or charged and not yet answered. */
+  get chargesPending(): number {
+    return this.#charges.size + this.#chargesOut;
+  }
+
+  /** What every one of `leases` owes, each as an op of its own; rejects when any failed, once all have answered. */
+  #sendAllOwed(leases: Iterable<Lease>): Promise<void> {
+    const sent: Promise<void>[] = [];
+    for (const lease of leases) {
+      const owed = this.#sendOwed(lease, undefined, undefined);
+      if (owed !== undefined) sent.push(owed);
+    }
+    // Every op is waited for, not only up to the first failure: the others may still land.
+    return Promise.allSettled(sent).then((results) => {
+      for (const result of results) if (result.status === 'rejected') throw result.reason;
+    });
   }
 
   /**

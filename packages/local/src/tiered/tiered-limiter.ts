@@ -241,6 +241,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
 
   #evicted(lease: Lease): void {
     if (this.#lastLease === lease) this.#forgetLast();
+    this.#parts.cold.left(lease);
     this.#parts.book.evicted(lease);
   }
 
