@@ -1,5 +1,5 @@
 import { defineLimit } from '@tiered-limiter/core';
-import { MemoryStore, TieredLimiter } from '@tiered-limiter/local';
+import { MemoryStore, TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
@@ -176,15 +176,16 @@ describe('TieredLimiter optimistic cold start', () => {
     expect(l.stats().tokensOptimistic).toBe(2);
   });
 
-  it('admits 100,000 new keys within one spacing on credit while the store keeps up with the charges', async () => {
+  /** A limiter with optimistic cold start (credit 1, 2 instances, leases on demand) on a counting store, at 0 ms. */
+  function optimistic(options: Partial<TieredLimiterOptions> = {}) {
     const clock = new FakeClock(0);
     const store = new CountingStore(new MemoryStore({ clock }));
-    const l = limiter(store, clock, {
-      instances: 2,
-      sync: false,
-      maxKeys: 100_000,
-      coldStart: { mode: 'optimistic', credit: 1 },
-    });
+    const coldStart = { mode: 'optimistic' as const, credit: 1 };
+    return { clock, store, l: limiter(store, clock, { instances: 2, sync: false, coldStart, ...options }) };
+  }
+
+  it('admits 100,000 new keys within one spacing on credit while the store keeps up with the charges', async () => {
+    const { store, l } = optimistic({ maxKeys: 100_000 });
     let onCredit = 0;
     for (let i = 0; i < 100_000; i++) {
       if (l.tryConsume(`user:${i}`)?.tier === 'local') onCredit++;
@@ -200,13 +201,7 @@ describe('TieredLimiter optimistic cold start', () => {
   });
 
   it('gives credit while few charges wait: past 64 a new key goes the exact way until they are answered', async () => {
-    const clock = new FakeClock(0);
-    const store = new CountingStore(new MemoryStore({ clock }));
-    const l = limiter(store, clock, {
-      instances: 2,
-      sync: false,
-      coldStart: { mode: 'optimistic', credit: 1 },
-    });
+    const { store, l } = optimistic();
     const burst = Array.from({ length: 70 }, (_, i) => l.tryConsume(`k${i}`));
     expect(burst.slice(0, 64).every((d) => d?.tier === 'local')).toBe(true);
     expect(burst.slice(64).every((d) => d === undefined)).toBe(true);
@@ -218,12 +213,8 @@ describe('TieredLimiter optimistic cold start', () => {
   });
 
   it('starts a key optimistically again only a spacing later, even when its lease left the table', async () => {
-    const clock = new FakeClock(0);
-    const store = new MemoryStore({ clock });
     // One key at a time in the table: each new key evicts the other.
-    const l = limiter(store, clock, {
-      instances: 2,
-      sync: false,
+    const { clock, l } = optimistic({
       maxKeys: 1,
       coldStart: { mode: 'optimistic', credit: 1, spacingMs: 1000 },
     });
