@@ -7,6 +7,7 @@ import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 import { touchSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
+import { TurnCharges } from './turn-charges.js';
 
 /**
  * Optimistic admissions that may wait to be charged at once: a call's worth at the store's default
@@ -30,6 +31,7 @@ export class ColdPath {
   readonly #coldStart: ColdStart | undefined;
   /** The limiter's lease timing, read for what a lease may borrow now (it follows the sync). */
   readonly #timing: TieredConfig['timing'];
+  readonly #charges: TurnCharges;
 
   constructor(
     parts: KeyParts,
@@ -43,6 +45,7 @@ export class ColdPath {
     this.#counters = counters;
     this.#coldStart = coldStart;
     this.#timing = timing;
+    this.#charges = new TurnCharges((leases, sending) => refiller.settleAll(leases, sending));
   }
 
   /**
@@ -116,7 +119,7 @@ export class ColdPath {
     // Credit is worth giving while its charge can leave soon: past that, charges queued ahead of
     // the requests that wait on the store time them out (a burst of 100,000 new keys opened the
     // breaker on a healthy store), and a new key waits on a take instead.
-    if (this.#refiller.chargesPending >= MAX_PENDING_CHARGES) return undefined;
+    if (this.#charges.pending >= MAX_PENDING_CHARGES) return undefined;
     const now = clock.now();
     if (!coldStart.mayStart(key, now)) return undefined;
     const lease = this.#parts.leaseFor(key);
@@ -124,7 +127,7 @@ export class ColdPath {
     if (lease.firstCost === 0) lease.firstCost = cost;
     lease.debt += cost;
     lease.asked += cost;
-    this.#refiller.charge(lease);
+    this.#charges.add(lease);
     this.#counters.tokensOptimistic += cost;
     const spec = lease.limit;
     return store.count(allowDecision(spec.capacity - cost, 0, spec, 'local'));

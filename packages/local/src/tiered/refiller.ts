@@ -1,10 +1,17 @@
-import type { BucketOp, BucketReply, Clock, LimitSpec } from '@tiered-limiter/core';
+import {
+  type BucketOp,
+  type BucketReply,
+  type Clock,
+  type LimitSpec,
+  StoreTimeoutError,
+} from '@tiered-limiter/core';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { GuardedStore } from '../guard/guarded-store.js';
 import type { GuardResult } from '../guard/store-guard.js';
 import { type BatchPolicy, batchSize, fairShare } from './batch-size.js';
-import { addGrant, type Lease, takeReports } from './lease.js';
+import { type Lease, takeReports } from './lease.js';
 import type { TieredConfig } from './options.js';
+import { applyReply, returned } from './reply.js';
 import { touchSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
 
@@ -39,11 +46,6 @@ export class Refiller {
    * on the timeout: a call that timed out is still in Redis's queue, and its grant lands when it lands.
    */
   readonly #landing = new Set<Promise<unknown>>();
-  /** Leases whose optimistic admissions are to be charged at the end of this turn (`charge`). */
-  readonly #charges = new Set<Lease>();
-  #charging = false;
-  /** Charge ops sent and not yet answered. */
-  #chargesOut = 0;
   #batch: BatchPolicy;
   #onReply: (lease: Lease, leased: number, dry: boolean) => void = () => {};
 
@@ -132,49 +134,30 @@ export class Refiller {
    * `close()`'s last word: what every one of `leases` owes, sent to the store at once (it gathers
    * them into calls) past an open breaker (a brief blip must not cost every leased token), under
    * one timeout. Resolves whether the store took it all. A settle per key, each with a timer and a
-   * place in the refill queue, closed a limiter
-   * holding 100,000 keys in 1.6 s against a 1 s wait, with a failure event for each of the
-   * 45,000 keys still queued when their timers fired.
+   * place in the refill queue, closed a limiter holding 100,000 keys in 1.6 s against a 1 s wait,
+   * with a failure event for each of the 45,000 keys still queued when their timers fired.
    */
   handBack(leases: Iterable<Lease>, timeoutMs: number): Promise<boolean> {
     return this.#store.guard.force(() => this.#sendAllOwed(leases), timeoutMs).then((result) => result.ok);
   }
 
   /**
-   * Charges what optimistic cold start admitted on `lease` (its `debt`) with every other key
-   * charged in this turn of the event loop: one guarded attempt and one place in the refill queue
-   * for them all, the ops gathered into calls by the store. A settle per key cost each a timer
-   * and a queue entry: 100,000 new keys at 256 in flight queued charges past the timeout, each
-   * timeout a failure, and the breaker opened on a healthy store. A charge the breaker refuses
-   * stays on the lease and rides with its next op.
+   * Sends what every one of `leases` owes in one guarded attempt and one place in the refill
+   * queue, calling `sending` as they leave it; resolves once the store has answered every op, past the guard's timeout if need be,
+   * or at once when the breaker refused the attempt (what they owe stays on the leases).
    */
-  charge(lease: Lease): void {
-    this.#charges.add(lease);
-    if (this.#charging) return;
-    this.#charging = true;
-    setImmediate(() => {
-      this.#charging = false;
-      const leases = [...this.#charges];
-      this.#charges.clear();
-      void this.#store.guard.run(() =>
-        this.#queue(() => {
-          const sent = this.#sendAllOwed(leases);
-          this.#chargesOut += leases.length;
-          return sent.finally(() => {
-            this.#chargesOut -= leases.length;
-          });
-        }),
-      );
+  settleAll(leases: readonly Lease[], sending: () => void): Promise<void> {
+    return new Promise<void>((answered) => {
+      const send = () => this.#queue(() => this.#sendAllOwed(leases, sending).finally(answered));
+      void this.#store.guard.run(send).then((result) => {
+        if (!result.ok && !(result.error instanceof StoreTimeoutError)) answered();
+      });
     });
   }
 
-  /** Optimistic admissions waiting to be charged, or charged and not yet answered. */
-  get chargesPending(): number {
-    return this.#charges.size + this.#chargesOut;
-  }
-
-  /** What every one of `leases` owes, each as an op of its own; rejects when any failed, once all have answered. */
-  #sendAllOwed(leases: Iterable<Lease>): Promise<void> {
+  /** What every one of `leases` owes, each as an op of its own (`sending` called first); rejects when any failed, once all answered. */
+  #sendAllOwed(leases: Iterable<Lease>, sending?: () => void): Promise<void> {
+    sending?.();
     const sent: Promise<void>[] = [];
     for (const lease of leases) {
       const owed = this.#sendOwed(lease, undefined, undefined);
@@ -295,34 +278,16 @@ export class Refiller {
   #apply(lease: Lease, op: BucketOp, reply: BucketReply, sentAt: number): void {
     // A reply is a moment the main thread runs anyway: bring the shared clock up to date too.
     touchSharedClock();
-    const now = this.#clock.now();
-    const counters = this.#counters;
-    counters.latency(now - sentAt);
-    counters.tokensRefunded += returned(op);
-    const leased = op.reserve === undefined ? 0 : reply.granted;
-    // A take's tokens are spent already: they are the waiter's that asked for them, at once.
-    lease.taken = op.take === undefined ? 0 : reply.granted;
-    counters.tokensTaken += lease.taken;
-    if (leased > 0) {
-      counters.tokensLeased += leased;
-      // A token's life here counts from when it was asked for, before the store granted it; the
-      // store counts its hold from the grant, later, and holds it longer still.
-      addGrant(lease, reply.generation, sentAt + this.#config.timing.ttlMs, leased);
-      // With the periodic sync the next lease comes with the next sync, not at a low-water mark.
-      lease.lowWater = this.#config.sync === undefined ? Math.ceil(leased * this.#config.lowWater) : -1;
-    }
-    lease.globalRemaining = reply.remaining;
-    lease.replyAtMs = now;
-    lease.resetMs = reply.resetMs;
-    lease.limit = op.limits[reply.limitIndex] ?? lease.limit;
-    // A denial is remembered only when no whole token is left: a cost above what is left must
-    // not turn away a smaller one the bucket still has.
-    const asked = op.reserve !== undefined || op.take !== undefined;
-    const deniedUntil = !asked || reply.ok || reply.remaining > 0 ? 0 : now + Math.max(1, reply.retryAfterMs);
-    lease.deniedUntilMs = deniedUntil > lease.blockedUntilMs ? deniedUntil : lease.blockedUntilMs;
-    // A grant that left the bucket with nothing: at the key's limit, once it is spent the key is
-    // as good as turned away (the lease book judges whether the key is at its limit).
-    this.#onReply(lease, leased, deniedUntil > 0 || (leased > 0 && reply.remaining === 0));
+    const { leased, dry } = applyReply(
+      lease,
+      op,
+      reply,
+      sentAt,
+      this.#clock.now(),
+      this.#counters,
+      this.#config,
+    );
+    this.#onReply(lease, leased, dry);
   }
 
   #lost(op: BucketOp): void {
@@ -330,10 +295,4 @@ export class Refiller {
     if (op.reports === undefined) return;
     for (const r of op.reports) this.#counters.tokensUnreported += r.spent + r.returned;
   }
-}
-
-function returned(op: BucketOp): number {
-  let tokens = 0;
-  if (op.reports !== undefined) for (const r of op.reports) tokens += r.returned;
-  return tokens;
 }

@@ -1,0 +1,59 @@
+import type { BucketOp, BucketReply } from '@tiered-limiter/core';
+import { addGrant, type Lease } from './lease.js';
+import type { TieredConfig } from './options.js';
+import type { TieredCounters } from './stats.js';
+
+/** What a store reply did to a lease: the tokens it leased, and whether the key is dry. */
+export interface ReplyEffect {
+  readonly leased: number;
+  /** Turned away, or granted tokens that left the bucket with none. */
+  readonly dry: boolean;
+}
+
+/**
+ * Applies the store's `reply` to `op` (sent at `sentAt`) to `lease` at `nowMs`: the grant or the
+ * take's token, what the bucket has left, and a denial to remember; counts it in `counters`.
+ */
+export function applyReply(
+  lease: Lease,
+  op: BucketOp,
+  reply: BucketReply,
+  sentAt: number,
+  nowMs: number,
+  counters: TieredCounters,
+  config: TieredConfig,
+): ReplyEffect {
+  counters.latency(nowMs - sentAt);
+  counters.tokensRefunded += returned(op);
+  const leased = op.reserve === undefined ? 0 : reply.granted;
+  // A take's tokens are spent already: they are the waiter's that asked for them, at once.
+  lease.taken = op.take === undefined ? 0 : reply.granted;
+  counters.tokensTaken += lease.taken;
+  if (leased > 0) {
+    counters.tokensLeased += leased;
+    // A token's life here counts from when it was asked for, before the store granted it; the
+    // store counts its hold from the grant, later, and holds it longer still.
+    addGrant(lease, reply.generation, sentAt + config.timing.ttlMs, leased);
+    // With the periodic sync the next lease comes with the next sync, not at a low-water mark.
+    lease.lowWater = config.sync === undefined ? Math.ceil(leased * config.lowWater) : -1;
+  }
+  lease.globalRemaining = reply.remaining;
+  lease.replyAtMs = nowMs;
+  lease.resetMs = reply.resetMs;
+  lease.limit = op.limits[reply.limitIndex] ?? lease.limit;
+  // A denial is remembered only when no whole token is left: a cost above what is left must
+  // not turn away a smaller one the bucket still has.
+  const asked = op.reserve !== undefined || op.take !== undefined;
+  const deniedUntil = !asked || reply.ok || reply.remaining > 0 ? 0 : nowMs + Math.max(1, reply.retryAfterMs);
+  lease.deniedUntilMs = deniedUntil > lease.blockedUntilMs ? deniedUntil : lease.blockedUntilMs;
+  // A grant that left the bucket with nothing: at the key's limit, once it is spent the key is
+  // as good as turned away (the lease book judges whether the key is at its limit).
+  return { leased, dry: deniedUntil > 0 || (leased > 0 && reply.remaining === 0) };
+}
+
+/** Tokens `op` hands back to the store. */
+export function returned(op: BucketOp): number {
+  let tokens = 0;
+  if (op.reports !== undefined) for (const r of op.reports) tokens += r.returned;
+  return tokens;
+}
