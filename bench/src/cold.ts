@@ -64,11 +64,11 @@ export function coldTasks(): ColdTask[] {
 /** Cold keys per row, timed after the warm-up. */
 const coldKeys = (s: BenchSettings) => (s.quick ? 300 : 3000);
 /**
- * Cold keys of warm-up per row (connection, JIT), untimed. A row's subject shares its process with
- * the rows before it, so a short warm-up timed the first row's JIT and let the later rows run on
- * code it had warmed: with 200, the first two-tier limiter of a fresh process read a p50 of 430 µs
- * over its first 500 keys and 110 µs by its 3,000th, and the p50 over all of them was 2.3× that of
- * a second one made after it (and `RequestLimiter`, run third, 2× faster than alone and first).
+ * Cold keys of warm-up per row (connection, JIT), untimed. Each row's limiter is the first in its
+ * process (in a quick run, the first of its section's), and with 200 the JIT's warm-up was in the
+ * figure: in a fresh process a two-tier limiter read a p50 of 430 µs over its first 500 cold keys
+ * and about 110 µs by its 3,000th, `RequestLimiter` 332 µs and 75 µs. The two-tier limiter, with
+ * more code on its path, paid most: its row read 154–286 µs against 86–97 µs with 3,000.
  */
 const warmupKeys = (s: BenchSettings) => (s.quick ? 200 : 3000);
 
@@ -163,7 +163,7 @@ export const coldSection: Section<ColdTask, ColdRow> = {
   finish: relateColdToPeer,
   notes: (s: BenchSettings) => [
     `Each row: a fresh limiter (capacity 100, 10 per second per key; two-tier limiters told \`instances: ${DECLARED_INSTANCES}\`, ` +
-      `store timeout ${THROUGHPUT_TIMEOUT_MS} ms), ${count(warmupKeys(s))} keys of warm-up (so that every row runs on warm code, not only the rows after the first), then one decision on each of ` +
+      `store timeout ${THROUGHPUT_TIMEOUT_MS} ms), ${count(warmupKeys(s))} keys of warm-up (so that a row times warm code, not the JIT), then one decision on each of ` +
       `${count(coldKeys(s))} keys never seen before, one at a time, yielding to the event loop between them. A decision ` +
       'is timed from the call to the answer (`tryConsume(key) ?? await consume(key)` for the two-tier limiter). ' +
       '`(optimistic)` admits a cold key on credit in process and charges the store in the same tick ' +
