@@ -10,8 +10,8 @@ import type { TieredCounters } from './stats.js';
 import { TurnCharges } from './turn-charges.js';
 
 /**
- * Optimistic admissions that may wait to be charged at once: a call's worth at the store's default
- * of 64 keys a call. 256 still let a burst at 256 in flight open the breaker (one run in two).
+ * Optimistic admissions that may wait to be charged at once: two calls' worth at `RedisStore`'s
+ * default of 32 keys a call. 256 still let a burst at 256 in flight open the breaker (one run in two).
  */
 const MAX_PENDING_CHARGES = 64;
 
