@@ -5,6 +5,7 @@ import { GuardedStore } from '../guard/guarded-store.js';
 import { lruTable } from '../table.js';
 import { ColdPath } from './cold-path.js';
 import { ColdStart } from './cold-start.js';
+import { FirstSightings, MIN_SIGHTING_WINDOW_MS } from './first-sightings.js';
 import { KeyAdmin } from './key-admin.js';
 import { Lease } from './lease.js';
 import { LeaseBook } from './lease-book.js';
@@ -42,6 +43,8 @@ export interface TieredParts {
   readonly syncer: Syncer | undefined;
   readonly admin: KeyAdmin;
   readonly cold: ColdPath;
+  /** Keys seen once lately, with no lease. */
+  readonly sightings: FirstSightings;
   /** The lease of `key`, made (empty) if there is none. */
   leaseFor(key: string): Lease;
 }
@@ -92,6 +95,11 @@ export function wireTiered(
   };
   const keyParts = { store, book, leases, clock, refiller, limits: limitsNow, leaseFor };
   const coldStart = config.coldStart === undefined ? undefined : new ColdStart(config.coldStart);
+  const sightings = new FirstSightings(
+    config.maxKeys,
+    () => Math.max(MIN_SIGHTING_WINDOW_MS, config.timing.ttlMs),
+    clock.now(),
+  );
   return {
     limits,
     parts: {
@@ -105,7 +113,8 @@ export function wireTiered(
       book,
       syncer,
       admin: new KeyAdmin(keyParts),
-      cold: new ColdPath(keyParts, refiller, counters, coldStart, config.timing),
+      cold: new ColdPath(keyParts, refiller, counters, coldStart, config.timing, sightings),
+      sightings,
       leaseFor,
     },
   };
