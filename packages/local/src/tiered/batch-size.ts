@@ -1,4 +1,5 @@
 import type { LimitSpec } from '@tiered-limiter/core';
+import type { Lease } from './lease.js';
 
 /** How the two-tier limiter sizes a lease request. All counts are tokens. */
 export interface BatchPolicy {
@@ -54,4 +55,61 @@ export function fairShare(limits: readonly LimitSpec[], competitors: number, ahe
     if (own < room) room = own;
   }
   return Math.max(1, Math.floor(room / competitors));
+}
+
+/**
+ * One two-tier limiter's batch sizing as its fleet and limits change (the fair share follows
+ * both), and the size of a lease request from the lease's demand since its last refill.
+ */
+export class BatchSizer {
+  #policy: BatchPolicy;
+  readonly #limits: () => readonly LimitSpec[];
+  /** What a lease may borrow now, in ms of refill (it follows the sync's period). */
+  readonly #aheadMs: () => number;
+
+  constructor(policy: BatchPolicy, limits: () => readonly LimitSpec[], aheadMs: () => number) {
+    this.#policy = policy;
+    this.#limits = limits;
+    this.#aheadMs = aheadMs;
+  }
+
+  /** The batch sizing in force. */
+  get policy(): BatchPolicy {
+    return this.#policy;
+  }
+
+  /** Sizes batches for the limits in force now (`setLimits`): the fair share follows the smallest room. */
+  resize(): void {
+    const { competitors } = this.#policy;
+    this.#policy = { ...this.#policy, fairShare: fairShare(this.#limits(), competitors, this.#aheadMs()) };
+  }
+
+  /** Sizes batches for a fleet of `instances` over a horizon of `horizonMs` (the sync's lease life). */
+  competitors(instances: number, horizonMs: number): void {
+    this.#policy = {
+      ...this.#policy,
+      competitors: instances,
+      horizonMs,
+      fairShare: fairShare(this.#limits(), instances, this.#aheadMs()),
+    };
+  }
+
+  /** Tokens to ask for `lease` in a refill sent at `sentAt`, at least `min`; its next demand counts from here. */
+  want(lease: Lease, min: number, sentAt: number): number {
+    const want = batchSize(
+      {
+        asked: lease.asked - lease.askedAtRefill,
+        elapsedMs: sentAt - lease.lastRefillAtMs,
+        pending: Math.max(lease.pendingCost - lease.tokens, min),
+        globalRemaining: Math.min(
+          lease.limit.capacity,
+          lease.globalRemaining + (sentAt - lease.replyAtMs) * lease.limit.refillPerMs,
+        ),
+      },
+      this.#policy,
+    );
+    lease.askedAtRefill = lease.asked;
+    lease.lastRefillAtMs = sentAt;
+    return want;
+  }
 }

@@ -78,7 +78,7 @@ export class ColdPath {
     const { store, book, clock } = this.#parts;
     let lease = this.#parts.leases.get(key);
     // A minimum batch above 1 is a wish to lease at once, the first request included.
-    if (lease === undefined && this.#refiller.batch.minBatch === 1) {
+    if (lease === undefined && this.#refiller.batching.policy.minBatch === 1) {
       const seenAtMs = this.#sightings.take(key, clock.now());
       if (seenAtMs === undefined) return this.#firstHit(key, cost);
       lease = this.#leaseSince(key, seenAtMs);

@@ -8,7 +8,7 @@ import {
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { GuardedStore } from '../guard/guarded-store.js';
 import type { GuardResult } from '../guard/store-guard.js';
-import { type BatchPolicy, batchSize, fairShare } from './batch-size.js';
+import { BatchSizer } from './batch-size.js';
 import { type Lease, takeReports } from './lease.js';
 import type { TieredConfig } from './options.js';
 import { applyReply, returned } from './reply.js';
@@ -46,7 +46,8 @@ export class Refiller {
    * on the timeout: a call that timed out is still in Redis's queue, and its grant lands when it lands.
    */
   readonly #landing = new Set<Promise<unknown>>();
-  #batch: BatchPolicy;
+  /** How big a lease request is: the sync and the cold path read its policy too. */
+  readonly batching: BatchSizer;
   #onReply: (lease: Lease, leased: number, dry: boolean) => void = () => {};
 
   constructor(
@@ -62,7 +63,7 @@ export class Refiller {
     this.#counters = counters;
     this.#limits = limits;
     this.#queue = pLimit(config.maxConcurrentRefills);
-    this.#batch = config.batch;
+    this.batching = new BatchSizer(config.batch, limits, () => config.timing.aheadMs);
   }
 
   /**
@@ -71,27 +72,6 @@ export class Refiller {
    */
   onReply(hook: (lease: Lease, leased: number, dry: boolean) => void): void {
     this.#onReply = hook;
-  }
-
-  /** Sizes batches for new limits: the fair share follows the smallest room. */
-  resize(limits: readonly LimitSpec[]): void {
-    const { competitors } = this.#batch;
-    this.#batch = { ...this.#batch, fairShare: fairShare(limits, competitors, this.#config.timing.aheadMs) };
-  }
-
-  /** The batch sizing in force. */
-  get batch(): BatchPolicy {
-    return this.#batch;
-  }
-
-  /** Sizes batches for a fleet of `instances` over a horizon of `horizonMs` (the sync's lease life). */
-  competitors(instances: number, horizonMs: number): void {
-    this.#batch = {
-      ...this.#batch,
-      competitors: instances,
-      horizonMs,
-      fairShare: fairShare(this.#limits(), instances, this.#config.timing.aheadMs),
-    };
   }
 
   /**
@@ -104,7 +84,7 @@ export class Refiller {
   refill(lease: Lease, min: number, waiting = true): Promise<GuardResult<BucketReply>> {
     if (lease.refill !== undefined) return lease.refill;
     return this.#call(lease, (sentAt) => {
-      const want = this.#want(lease, min, sentAt);
+      const want = this.batching.want(lease, min, sentAt);
       if (waiting && want <= 1 && min === 1 && lease.pendingCost <= 1 && lease.tokens === 0)
         return { take: 1 };
       return { want, min: Math.min(min, want) };
@@ -291,24 +271,6 @@ export class Refiller {
       if (aheadMs > 0) op.aheadMs = aheadMs;
     }
     return op;
-  }
-
-  #want(lease: Lease, min: number, sentAt: number): number {
-    const want = batchSize(
-      {
-        asked: lease.asked - lease.askedAtRefill,
-        elapsedMs: sentAt - lease.lastRefillAtMs,
-        pending: Math.max(lease.pendingCost - lease.tokens, min),
-        globalRemaining: Math.min(
-          lease.limit.capacity,
-          lease.globalRemaining + (sentAt - lease.replyAtMs) * lease.limit.refillPerMs,
-        ),
-      },
-      this.#batch,
-    );
-    lease.askedAtRefill = lease.asked;
-    lease.lastRefillAtMs = sentAt;
-    return want;
   }
 
   #apply(lease: Lease, op: BucketOp, reply: BucketReply, sentAt: number): void {

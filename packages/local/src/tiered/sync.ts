@@ -215,7 +215,7 @@ export class Syncer {
       lease.limit.capacity,
       lease.globalRemaining + (nowMs - lease.replyAtMs) * lease.limit.refillPerMs,
     );
-    const batch = this.#refiller.batch;
+    const batch = this.#refiller.batching.policy;
     const cap = Math.max(batch.fairShare, Math.ceil(left / 4), 1);
     const want = Math.min(needed - kept, cap, batch.maxBatch);
     return want > 0 ? want : 0;
@@ -235,6 +235,6 @@ export class Syncer {
     // Leases may borrow one period of refill: the fleet's leases then fit a period's demand and
     // its spread beside the capacity, at `rate × T` on the bound (docs/ACCURACY.md).
     this.#config.timing.aheadMs = this.#periodMs;
-    this.#refiller.competitors(this.instances, ttlMs);
+    this.#refiller.batching.competitors(this.instances, ttlMs);
   }
 }

@@ -205,7 +205,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     this.#parts.store.setLimits(next);
     this.#limits = next;
     this.#maxCost = smallestCapacity(next);
-    this.#parts.refiller.resize(next);
+    this.#parts.refiller.batching.resize();
     for (const lease of this.#leases.values()) this.#parts.book.drain(lease);
   }
 
