@@ -5,7 +5,6 @@ import { GuardedStore } from '../guard/guarded-store.js';
 import { lruTable } from '../table.js';
 import { ColdPath } from './cold-path.js';
 import { ColdStart } from './cold-start.js';
-import { FirstSightings, MIN_SIGHTING_WINDOW_MS } from './first-sightings.js';
 import { KeyAdmin } from './key-admin.js';
 import { Lease } from './lease.js';
 import { LeaseBook } from './lease-book.js';
@@ -43,8 +42,6 @@ export interface TieredParts {
   readonly syncer: Syncer | undefined;
   readonly admin: KeyAdmin;
   readonly cold: ColdPath;
-  /** Keys seen once lately, with no lease. */
-  readonly sightings: FirstSightings;
   /** The lease of `key`, made (empty) if there is none. */
   leaseFor(key: string): Lease;
 }
@@ -95,11 +92,6 @@ export function wireTiered(
   };
   const keyParts = { store, book, leases, clock, refiller, limits: limitsNow, leaseFor };
   const coldStart = config.coldStart === undefined ? undefined : new ColdStart(config.coldStart);
-  const sightings = new FirstSightings(
-    config.maxKeys,
-    () => Math.max(MIN_SIGHTING_WINDOW_MS, config.timing.ttlMs),
-    clock.now(),
-  );
   return {
     limits,
     parts: {
@@ -113,8 +105,7 @@ export function wireTiered(
       book,
       syncer,
       admin: new KeyAdmin(keyParts),
-      cold: new ColdPath(keyParts, refiller, counters, coldStart, config.timing, sightings),
-      sightings,
+      cold: new ColdPath(keyParts, refiller, counters, coldStart, config.timing),
       leaseFor,
     },
   };
