@@ -80,8 +80,7 @@ export class BatchSizer {
 
   /** Sizes batches for the limits in force now (`setLimits`): the fair share follows the smallest room. */
   resize(): void {
-    const { competitors } = this.#policy;
-    this.#policy = { ...this.#policy, fairShare: fairShare(this.#limits(), competitors, this.#aheadMs()) };
+    this.competitors(this.#policy.competitors, this.#policy.horizonMs);
   }
 
   /** Sizes batches for a fleet of `instances` over a horizon of `horizonMs` (the sync's lease life). */

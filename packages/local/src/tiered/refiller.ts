@@ -46,7 +46,7 @@ export class Refiller {
    * on the timeout: a call that timed out is still in Redis's queue, and its grant lands when it lands.
    */
   readonly #landing = new Set<Promise<unknown>>();
-  /** How big a lease request is: the sync and the cold path read its policy too. */
+  /** How big a lease request is; the sync reads its policy and sizes it for the fleet. */
   readonly batching: BatchSizer;
   #onReply: (lease: Lease, leased: number, dry: boolean) => void = () => {};
 
