@@ -72,9 +72,10 @@ describe('an event-loop stall of this process, Redis healthy', () => {
             return d;
           }),
         );
-        // Every op on the wire (one per key for the two-tier limiter, one per request otherwise)
-        // before the loop stalls: no reply can have been read yet, only microtasks ran.
-        const ops = limiter instanceof TieredLimiter ? KEYS : IN_FLIGHT;
+        // Every op on the wire before the loop stalls: no reply can have been read yet, only
+        // microtasks ran. One per request for the per-request limiter; two per key for the
+        // two-tier one: a take for its first request, and a lease that its others wait on.
+        const ops = limiter instanceof TieredLimiter ? 2 * KEYS : IN_FLIGHT;
         await untilSent(() => store.stats().ops - opsBefore >= ops);
         expect(store.stats().ops - opsBefore).toBe(ops);
         stalledInFlight += IN_FLIGHT - settled;

@@ -57,6 +57,46 @@ describe('TieredLimiter leases', () => {
     expect(limiter.stats()).toMatchObject({ tokensLeased: 0, tokensHeld: 0 });
   });
 
+  it("keeps no lease for keys seen once, and makes one at a key's second hit within the window", async () => {
+    const { clock, store, limiter } = setup();
+    for (let i = 0; i < 1000; i++) await limiter.consume(`once:${i}`);
+    // A take each, no lease, no table slot: a mark per key.
+    expect(store.count('take')).toBe(1000);
+    expect(store.calls).toHaveLength(1000);
+    expect(limiter.stats()).toMatchObject({ keys: 0, keysSeenOnce: 1000, tokensLeased: 0 });
+    clock.advance(4_000);
+    expect((await limiter.consume('once:7')).allowed).toBe(true);
+    expect(limiter.stats()).toMatchObject({ keys: 1, keysSeenOnce: 999 });
+    // The lease's demand counts from the first hit: two requests over 4 s at a 1 s horizon ask
+    // for no batch, so the second hit is a take too.
+    expect(store.calls.at(-1)!.op).toMatchObject({ key: 'once:7', take: 1 });
+    // Two windows later (5 s each, the sync's longest period), a key's first hit is forgotten.
+    clock.advance(10_000);
+    await limiter.consume('fresh');
+    await limiter.consume('once:8');
+    expect(limiter.stats()).toMatchObject({ keys: 1, keysSeenOnce: 2 });
+  });
+
+  it('marks at most maxKeys keys seen once per generation, two generations', async () => {
+    const { limiter } = setup({ maxKeys: 10 });
+    for (let i = 0; i < 25; i++) await limiter.consume(`once:${i}`);
+    // Generations of 10: keys 0-9 were dropped as key 20 began the third.
+    expect(limiter.stats()).toMatchObject({ keys: 0, keysSeenOnce: 15 });
+    await limiter.consume('once:3');
+    await limiter.consume('once:12');
+    expect(limiter.stats()).toMatchObject({ keys: 1, keysSeenOnce: 15 });
+  });
+
+  it('makes the lease at a denied first hit, and remembers the denial with no round trip', async () => {
+    const { store, memory, limiter } = setup({ limits: defineLimit({ capacity: 5, refillPerSecond: 1 }) });
+    await memory.apply({ key: 'k', limits: limiter.limits, take: 5 });
+    expect(await limiter.consume('k')).toMatchObject({ allowed: false, tier: 'global', retryAfterMs: 1000 });
+    expect(limiter.stats()).toMatchObject({ keys: 1, keysSeenOnce: 0 });
+    const calls = store.calls.length;
+    expect(limiter.tryConsume('k')).toMatchObject({ allowed: false, tier: 'lease', retryAfterMs: 1000 });
+    expect(store.calls.length).toBe(calls);
+  });
+
   it('admits steady traffic from leases with few round trips', async () => {
     const { clock, store, limiter } = setup({ limits: perSecond(10_000) });
     let allowed = 0;
@@ -164,12 +204,16 @@ describe('TieredLimiter leases', () => {
     }
     const held = limiter.stats().tokensHeld;
     expect(held).toBeGreaterThan(0);
+    const settles = () =>
+      store.calls.filter((c) => c.op.key === 'a' && c.op.reserve === undefined && c.op.take === undefined);
+    // A key's first hit is a take and a mark: it takes no slot, and evicts nothing.
     await limiter.consume('b');
     await settle();
-    const settles = store.calls.filter(
-      (c) => c.op.key === 'a' && c.op.reserve === undefined && c.op.take === undefined,
-    );
-    expect(settles.map((c) => c.op.reports?.reduce((sum, r) => sum + r.returned, 0))).toEqual([held]);
+    expect(settles()).toEqual([]);
+    expect(limiter.stats()).toMatchObject({ keys: 1, keysSeenOnce: 1, tokensHeld: held });
+    await limiter.consume('b');
+    await settle();
+    expect(settles().map((c) => c.op.reports?.reduce((sum, r) => sum + r.returned, 0))).toEqual([held]);
   });
 });
 

@@ -1,6 +1,7 @@
 import { allowDecision, type Decision, denyDecision } from '@tiered-limiter/core';
 import { decisionOf } from '../guard/guarded-store.js';
 import type { ColdStart } from './cold-start.js';
+import type { FirstSightings } from './first-sightings.js';
 import type { KeyParts } from './key-admin.js';
 import { type Lease, rememberedDenial, spend } from './lease.js';
 import type { TieredConfig } from './options.js';
@@ -32,6 +33,7 @@ export class ColdPath {
   /** The limiter's lease timing, read for what a lease may borrow now (it follows the sync). */
   readonly #timing: TieredConfig['timing'];
   readonly #charges: TurnCharges;
+  readonly #sightings: FirstSightings;
 
   constructor(
     parts: KeyParts,
@@ -39,8 +41,10 @@ export class ColdPath {
     counters: TieredCounters,
     coldStart: ColdStart | undefined,
     timing: TieredConfig['timing'],
+    sightings: FirstSightings,
   ) {
     this.#parts = parts;
+    this.#sightings = sightings;
     this.#refiller = refiller;
     this.#counters = counters;
     this.#coldStart = coldStart;
@@ -72,7 +76,14 @@ export class ColdPath {
   /** Takes `cost` tokens for `key` once the hot path has said it cannot. Never rejects. */
   async consume(key: string, cost: number): Promise<Decision> {
     const { store, book, clock } = this.#parts;
-    let lease = this.#parts.leaseFor(key);
+    let lease = this.#parts.leases.get(key);
+    // A minimum batch above 1 is a wish to lease at once, the first request included.
+    if (lease === undefined && this.#refiller.batching.policy.minBatch === 1) {
+      const seenAtMs = this.#sightings.take(key, clock.now());
+      if (seenAtMs === undefined) return this.#firstHit(key, cost);
+      lease = this.#leaseSince(key, seenAtMs);
+    }
+    lease ??= this.#parts.leaseFor(key);
     if (lease.firstCost === 0) lease.firstCost = cost;
     for (let attempt = 0; ; attempt++) {
       // Evicted while this request waited: its tokens went back; carry on with a fresh lease.
@@ -105,6 +116,56 @@ export class ColdPath {
       if (result.value.granted === 0)
         return store.count(decisionOf(result.value, this.#parts.limits(), 'global'));
     }
+  }
+
+  /**
+   * A key's first hit here (issue 11, sparse keys): a take of its own and a mark, no lease. Most
+   * keys of a service limited per user or per address are seen once in a long while, and a lease
+   * for each cost a table slot, 420–520 bytes of heap and a sync op. A denial makes the lease at
+   * once, to remember it; so does the key's next hit within the window (`FirstSightings`).
+   */
+  async #firstHit(key: string, cost: number): Promise<Decision> {
+    const { store, leases } = this.#parts;
+    this.#sightings.mark(key, this.#parts.clock.now());
+    const limits = this.#parts.limits();
+    const result = await this.#refiller.first(key, cost, () => {
+      // A request on the key while this one was out made its lease, which learns for itself.
+      if (leases.peek(key) !== undefined) return undefined;
+      const seenAtMs = this.#sightings.take(key, this.#parts.clock.now());
+      return seenAtMs === undefined ? undefined : this.#leaseSince(key, seenAtMs);
+    });
+    if (!result.ok) return store.byPolicy(key, cost, result.error);
+    return store.count(decisionOf(result.value, limits, 'global'));
+  }
+
+  /**
+   * Leases, for the sync round about to start, for at most `room` of the keys first seen since the
+   * last round: the room its last call has spare, so a fleet's few keys are weighed as a lease
+   * made at their first hit would be, and a burst of new keys adds no call to the round.
+   */
+  promote(room: number): Lease[] {
+    const leases: Lease[] = [];
+    const now = this.#parts.clock.now();
+    for (const key of this.#sightings.recent()) {
+      if (leases.length >= room) break;
+      const seenAtMs = this.#sightings.take(key, now);
+      if (seenAtMs !== undefined) leases.push(this.#leaseSince(key, seenAtMs));
+    }
+    return leases;
+  }
+
+  /**
+   * The lease of `key`, first seen at `seenAtMs`: its demand counts from then, the first hit as
+   * one request, as if the lease had been made at the first hit.
+   */
+  #leaseSince(key: string, seenAtMs: number): Lease {
+    const lease = this.#parts.leaseFor(key);
+    if (lease.firstCost !== 0) return lease;
+    lease.asked = 1;
+    lease.firstCost = 1;
+    lease.lastRefillAtMs = seenAtMs;
+    lease.syncedAtMs = seenAtMs;
+    return lease;
   }
 
   /**

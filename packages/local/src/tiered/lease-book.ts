@@ -27,6 +27,8 @@ export class LeaseBook {
   readonly #syncer: Syncer | undefined;
   readonly #onFleet: (live: number) => void;
   readonly #groupOf: ((key: string) => number) | undefined;
+  /** Leases for up to `room` keys first seen since the last round (`ColdPath.promote`). */
+  readonly #promote: (room: number) => readonly Lease[];
   /** When the timer is due next: with the sync, when every held key next gets its share. */
   #nextTickAtMs: number;
   /** The pace of the rounds the timer starts: a slice a turn, the next as a late one ends. */
@@ -44,6 +46,7 @@ export class LeaseBook {
     syncer: Syncer | undefined,
     onFleet: (live: number) => void,
     groupOf: ((key: string) => number) | undefined,
+    promote: (room: number) => readonly Lease[],
   ) {
     this.#refiller = refiller;
     this.#counters = counters;
@@ -53,6 +56,7 @@ export class LeaseBook {
     this.#syncer = syncer;
     this.#onFleet = onFleet;
     this.#groupOf = groupOf;
+    this.#promote = promote;
     refiller.onReply((lease, leased, dry) => this.#replied(lease, leased, dry));
     const timer: { handle: NodeJS.Timeout | undefined } = { handle: undefined };
     const firstMs = syncer?.periodMs ?? config.sweepEveryMs;
@@ -241,6 +245,7 @@ export class LeaseBook {
     if (this.#sharedClock) touchSharedClock();
     const syncer = this.#syncer;
     if (syncer !== undefined) {
+      for (const lease of this.#promote(syncer.room(this.#holding.size))) this.#holding.add(lease);
       syncer.round(this.#holding.size);
       void syncer.beat().then((live) => {
         if (live !== undefined) this.#onFleet(live);

@@ -39,7 +39,12 @@ export interface LeaseOptions {
   ttlMs?: number;
   /** A batch aims to last this many ms at the key's observed rate. @default 100 */
   horizonMs?: number;
-  /** Smallest batch a refill asks for. @default 1 */
+  /**
+   * Smallest batch a refill asks for. At 1, a key's first request here is a take of its own and
+   * the key keeps no lease until its next request (most keys limited per user or address are seen
+   * once in a long while); above 1, a key's first request leases this many already.
+   * @default 1
+   */
   minBatch?: number;
   /** Largest batch a refill asks for. @default 100_000 */
   maxBatch?: number;
@@ -62,7 +67,11 @@ export interface TieredLimiterOptions extends StoreLimiterOptions {
   instances?: number;
   /** Lease sizing and lifetime. */
   lease?: LeaseOptions;
-  /** Keys tracked at most; the least recently used is evicted and its lease returned. @default 100_000 */
+  /**
+   * Keys with a lease at most; the least recently used is evicted and its lease returned. Keys
+   * seen once (a take and a mark, no lease) are marked in two generations of at most this many
+   * each, about 75 bytes a mark. @default 100_000
+   */
   maxKeys?: number;
   /** Store ops in flight at once across all keys. @default 1024 */
   maxConcurrentRefills?: number;

@@ -92,6 +92,42 @@ export class Refiller {
   }
 
   /**
+   * A key's first hit here, with no lease: a take of `cost` tokens, counted as a refill and
+   * queued like one. A denial is applied to the lease `leaseOnDenial` makes (so that it is
+   * remembered), or to none when it makes none. Resolves the reply or the failure the policy
+   * must handle; never rejects.
+   */
+  first(
+    key: string,
+    cost: number,
+    leaseOnDenial: () => Lease | undefined,
+  ): Promise<GuardResult<BucketReply>> {
+    return this.#store.guard.run(() =>
+      this.#queue(() => {
+        const sentAt = this.#clock.now();
+        const op: { -readonly [K in keyof BucketOp]: BucketOp[K] } = {
+          key,
+          limits: this.#limits(),
+          take: cost,
+        };
+        const aheadMs = this.#config.timing.aheadMs;
+        if (aheadMs > 0) op.aheadMs = aheadMs;
+        this.#counters.refills++;
+        return this.#store.store.apply(op).then((reply) => {
+          const lease = reply.ok ? undefined : leaseOnDenial();
+          if (lease !== undefined) {
+            this.#apply(lease, op, reply, sentAt);
+          } else {
+            this.#counters.latency(this.#clock.now() - sentAt);
+            this.#counters.tokensTaken += reply.granted;
+          }
+          return reply;
+        });
+      }),
+    );
+  }
+
+  /**
    * The periodic sync of `lease`: its reports, and a lease of `want` tokens for the next period
    * (or none). Joins nothing and is joined by waiters, like a refill.
    */

@@ -51,6 +51,11 @@ export interface TieredLimiterStats extends LimiterStats {
   readonly degraded: boolean;
   /** Keys in the lease table. */
   readonly keys: number;
+  /**
+   * Keys seen once lately, with no lease: a key's first hit is a take of its own, and its next
+   * within the sync's longest period (5 s) or the lease lifetime, if longer, makes its lease.
+   */
+  readonly keysSeenOnce: number;
   /** Tokens admitted by optimistic cold start before the store heard of their key. */
   readonly tokensOptimistic: number;
   /** The fleet size the limiter sizes leases by: the store's live count, at least the declared one. */
@@ -109,6 +114,7 @@ export function tieredStats(parts: TieredParts): TieredLimiterStats {
     fallbackMs: store.guard.degradedMs,
     degraded: store.guard.degraded,
     keys: leases.size,
+    keysSeenOnce: parts.sightings.size,
     instances: syncer?.instances ?? config.instances,
     syncPeriodMs: syncer?.periodMs,
   };

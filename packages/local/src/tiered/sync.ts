@@ -107,6 +107,12 @@ export class Syncer {
     this.#retime();
   }
 
+  /** Ops the last call of a round over `candidates` keys has room for. */
+  room(candidates: number): number {
+    const perCall = this.#store.opsPerCall ?? OPS_PER_CALL;
+    return Math.max(1, Math.ceil(candidates / perCall)) * perCall - candidates;
+  }
+
   /**
    * The last round took `ms`: a key is synced again about a round later when rounds outlast the
    * period, and its grant must live until then.

@@ -224,6 +224,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       this.#closing.abort();
       this.#forgetLast();
       const leases = [...this.#leases.values()];
+      this.#parts.sightings.clear();
       this.#closed = this.#parts.book
         .close(leases, () => this.#leases.clear())
         .then(() => {

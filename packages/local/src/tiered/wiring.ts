@@ -5,6 +5,8 @@ import { GuardedStore } from '../guard/guarded-store.js';
 import { lruTable } from '../table.js';
 import { ColdPath } from './cold-path.js';
 import { ColdStart } from './cold-start.js';
+import { FirstSightings, MIN_SIGHTING_WINDOW_MS } from './first-sightings.js';
+import { OPS_PER_CALL } from './fleet-options.js';
 import { KeyAdmin } from './key-admin.js';
 import { Lease } from './lease.js';
 import { LeaseBook } from './lease-book.js';
@@ -42,6 +44,8 @@ export interface TieredParts {
   readonly syncer: Syncer | undefined;
   readonly admin: KeyAdmin;
   readonly cold: ColdPath;
+  /** Keys seen once lately, with no lease. */
+  readonly sightings: FirstSightings;
   /** The lease of `key`, made (empty) if there is none. */
   leaseFor(key: string): Lease;
 }
@@ -71,7 +75,7 @@ export function wireTiered(
       hooks.fleet({ instances: live, declared: config.instances });
   };
   const groupOf = store.store.groupOf?.bind(store.store);
-  const book = new LeaseBook(
+  const book: LeaseBook = new LeaseBook(
     hooks.owner,
     refiller,
     counters,
@@ -81,6 +85,7 @@ export function wireTiered(
     syncer,
     onFleet,
     groupOf,
+    (room) => cold.promote(room),
   );
   const leaseFor = (key: string): Lease => {
     let lease = leases.get(key);
@@ -92,6 +97,13 @@ export function wireTiered(
   };
   const keyParts = { store, book, leases, clock, refiller, limits: limitsNow, leaseFor };
   const coldStart = config.coldStart === undefined ? undefined : new ColdStart(config.coldStart);
+  const sightings = new FirstSightings(
+    config.maxKeys,
+    () => Math.max(MIN_SIGHTING_WINDOW_MS, config.timing.ttlMs),
+    clock.now(),
+    store.store.opsPerCall ?? OPS_PER_CALL,
+  );
+  const cold: ColdPath = new ColdPath(keyParts, refiller, counters, coldStart, config.timing, sightings);
   return {
     limits,
     parts: {
@@ -105,7 +117,8 @@ export function wireTiered(
       book,
       syncer,
       admin: new KeyAdmin(keyParts),
-      cold: new ColdPath(keyParts, refiller, counters, coldStart, config.timing),
+      cold,
+      sightings,
       leaseFor,
     },
   };
