@@ -129,7 +129,7 @@ export class ColdPath {
     this.#sightings.mark(key, this.#parts.clock.now());
     const limits = this.#parts.limits();
     const result = await this.#refiller.first(key, cost, () => {
-      // A request on the key while this one was out made its lease, which learns for itself.
+      // A request on the key, or a sync round, made its lease while this one was out: it learns for itself.
       if (leases.peek(key) !== undefined) return undefined;
       const seenAtMs = this.#sightings.take(key, this.#parts.clock.now());
       return seenAtMs === undefined ? undefined : this.#leaseSince(key, seenAtMs);
