@@ -12,6 +12,7 @@ import {
   sleepAtLeast,
   startCluster,
   uniquePrefix,
+  waitUntil,
   whenReady,
 } from '@tiered-limiter/test-harness';
 import type { Cluster } from 'ioredis';
@@ -98,6 +99,15 @@ describe('limiters on a real Redis Cluster', () => {
     });
     // Each key twice: it holds a lease, and every round syncs it.
     for (let pass = 0; pass < 2; pass++) for (const key of keys) await limiter.consume(key);
+    // The period follows the keys a round holds (one op per call here, 400 calls: 2.2 s), and is
+    // short until a round has counted them all: read before, it gave a window of 0.6–2.4 s.
+    // That first full round also leaves out a key leased just before it (its grant outlives the
+    // next round, 390 ops of 401 once), so the window opens after it and holds the next.
+    await waitUntil(
+      'a sync round over the 400 keys',
+      async () => limiter.stats().syncPeriodMs! >= 2000,
+      10_000,
+    );
     const before = { evalshas: await evalshas(), ops: store.stats().ops };
     await sleepAtLeast(1.5 * limiter.stats().syncPeriodMs!);
     const syncOps = store.stats().ops - before.ops;
