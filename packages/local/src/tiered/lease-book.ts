@@ -66,6 +66,7 @@ export class LeaseBook {
     dropped.register(owner, { timer, sharedClock }, this);
     this.#rounds = new RoundPacer(clock, () => syncer?.periodMs ?? config.sweepEveryMs, {
       visit: (lease, nowMs) => this.#visit(lease, nowMs),
+      flush: () => this.#refiller.sendSyncs(),
       running: () => this.#timer.handle !== undefined,
       ended: (tookMs) => syncer?.roundTook(tookMs),
       again: () => this.#tick(),
@@ -267,8 +268,11 @@ export class LeaseBook {
     const syncer = this.#syncer;
     if (syncer !== undefined) {
       if (syncer.keeps(lease, nowMs) || lease.refill !== undefined) {
+        // A call already out for the key (a refill) is waited on; the sync's own op waits with
+        // the slice's others for `flush`.
+        const out = lease.refill;
         this.#counters.tokensExpired += syncer.sync(lease, nowMs);
-        return lease.refill;
+        return out;
       }
       this.#holding.delete(lease);
     } else if (lease.tokens === 0 && lease.grants.length === 0) {

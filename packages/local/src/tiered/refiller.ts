@@ -15,6 +15,23 @@ import { applyReply, returned } from './reply.js';
 import { touchSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
 
+/** A periodic sync waiting to be sent, and the call its lease's waiters join. */
+interface PendingSync {
+  readonly lease: Lease;
+  readonly want: number;
+  readonly call: Promise<GuardResult<BucketReply>>;
+  readonly resolve: (result: GuardResult<BucketReply>) => void;
+  done: boolean;
+}
+
+/** Ends `sync`'s call with `result`, once: its lease may ask again. */
+function finish(sync: PendingSync, result: GuardResult<BucketReply>): void {
+  if (sync.done) return;
+  sync.done = true;
+  if (sync.lease.refill === sync.call) sync.lease.refill = undefined;
+  sync.resolve(result);
+}
+
 /** Options of `Refiller.settle`. */
 export interface SettleOptions {
   /** Tokens to give back to the key (`reward`). */
@@ -46,6 +63,8 @@ export class Refiller {
    * on the timeout: a call that timed out is still in Redis's queue, and its grant lands when it lands.
    */
   readonly #landing = new Set<Promise<unknown>>();
+  /** Syncs made since the last `sendSyncs()`. */
+  #syncs: PendingSync[] = [];
   /** How big a lease request is; the sync reads its policy and sizes it for the fleet. */
   readonly batching: BatchSizer;
   #onReply: (lease: Lease, leased: number, dry: boolean) => void = () => {};
@@ -129,11 +148,65 @@ export class Refiller {
 
   /**
    * The periodic sync of `lease`: its reports, and a lease of `want` tokens for the next period
-   * (or none). Joins nothing and is joined by waiters, like a refill.
+   * (or none). Joins nothing and is joined by waiters, like a refill. The op waits with the
+   * round's others until `sendSyncs()`.
    */
-  sync(lease: Lease, want: number): Promise<GuardResult<BucketReply>> | undefined {
-    if (lease.refill !== undefined) return undefined;
-    return this.#call(lease, () => (want > 0 ? { want, min: 1 } : undefined), true);
+  sync(lease: Lease, want: number): void {
+    if (lease.refill !== undefined) return;
+    let resolve!: (result: GuardResult<BucketReply>) => void;
+    const call = new Promise<GuardResult<BucketReply>>((r) => (resolve = r));
+    lease.refill = call;
+    this.#syncs.push({ lease, want, call, resolve, done: false });
+  }
+
+  /**
+   * Sends the syncs made since the last send in one guarded attempt and one place in the queue;
+   * resolves once the store answered them all or the guard gave up; `undefined` when there were
+   * none. Each lease's own call resolves with its reply as it lands. One attempt per op (its
+   * timer, its place in the queue, their promises) cost Node 25 µs of CPU per synced key, three
+   * times what Redis spent on it, and at 100,000 keys the sync was half of a process's CPU.
+   */
+  sendSyncs(): Promise<unknown> | undefined {
+    const syncs = this.#syncs;
+    if (syncs.length === 0) return undefined;
+    this.#syncs = [];
+    const attempt = this.#store.guard.run(() => {
+      const queued = this.#queue(() => {
+        const sentAt = this.#clock.now();
+        const sent: Promise<void>[] = [];
+        for (const sync of syncs) {
+          const { lease, want } = sync;
+          const op = this.#op(lease, want > 0 ? { want, min: 1 } : undefined, true) ?? {
+            key: lease.key,
+            limits: this.#limits(),
+          };
+          if (op.reserve !== undefined) this.#counters.refills++;
+          else this.#counters.refunds++;
+          sent.push(
+            this.#store.store.apply(op).then(
+              (reply) => {
+                this.#apply(lease, op, reply, sentAt);
+                finish(sync, { ok: true, value: reply });
+              },
+              (error: unknown) => {
+                this.#lost(op);
+                throw error;
+              },
+            ),
+          );
+        }
+        // Every op is waited for, not only up to the first failure: the others may still land.
+        return Promise.allSettled(sent).then((results) => {
+          for (const result of results) if (result.status === 'rejected') throw result.reason;
+        });
+      });
+      this.#landing.add(queued);
+      return queued.finally(() => this.#landing.delete(queued));
+    });
+    // A refusal, a timeout or a failed call: what had not answered learns it from the guard.
+    return attempt.then((result) => {
+      if (!result.ok) for (const sync of syncs) finish(sync, result);
+    });
   }
 
   /**

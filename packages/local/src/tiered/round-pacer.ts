@@ -8,6 +8,8 @@ const ROUND_SLICE = 1024;
 export interface RoundHooks {
   /** Weighs `lease` at `nowMs`; returns the store call it is waiting on, if any. */
   visit(lease: Lease, nowMs: number): Promise<unknown> | undefined;
+  /** Sends what the slice's visits left to send together; returns the call, if any. */
+  flush(): Promise<unknown> | undefined;
   /** Whether rounds still run (the limiter is not closing). */
   running(): boolean;
   /** The round went through its last slice, `tookMs` after it began. */
@@ -68,6 +70,8 @@ export class RoundPacer {
       const call = this.#hooks.visit(leases[i]!, now);
       if (call !== undefined) sent.push(call);
     }
+    const flushed = this.#hooks.flush();
+    if (flushed !== undefined) sent.push(flushed);
     if (to >= leases.length) {
       this.#inRound = false;
       this.#hooks.ended(now - this.#startedAtMs);

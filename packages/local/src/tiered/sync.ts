@@ -151,7 +151,7 @@ export class Syncer {
       Math.round(bridging + 2 * Math.sqrt(bridging)),
     );
     const want = this.#want(lease, nowMs, current || lease.grants.length > 0);
-    if (want > 0 || owes(lease)) void this.#refiller.sync(lease, want);
+    if (want > 0 || owes(lease)) this.#refiller.sync(lease, want);
     return back;
   }
 
