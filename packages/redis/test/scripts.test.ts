@@ -14,7 +14,7 @@ import {
   type SharedBucketState,
 } from '@tiered-limiter/core';
 import { bucketKey, KEY_TTL_MARGIN_MS, RedisStore } from '@tiered-limiter/redis';
-import { type RedisServer, startRedis, uniquePrefix } from '@tiered-limiter/test-harness';
+import { type RedisServer, startRedis, stopwatch, uniquePrefix } from '@tiered-limiter/test-harness';
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -411,13 +411,18 @@ describe('fractional refill (100 per minute)', () => {
       await store.apply({ key: user, limits: [minute], credit: 1 });
       calls += 2;
     }
+    const sinceEnd = stopwatch();
     const end = await read(key);
     // One refill over the whole span, in exact arithmetic: 50 + µs / 600,000.
     const exact = 50 + (end!.updatedAtUs - start!.updatedAtUs) / 600_000;
     expect(calls).toBeGreaterThanOrEqual(200);
     expect(Math.abs(end!.tokens - exact)).toBeLessThan(TOKEN_EPSILON);
-    expect((await store.apply({ key: user, limits: [minute] })).remaining).toBe(
-      Math.floor(exact + TOKEN_EPSILON),
-    );
+    // The last call refills for the time since the state was read too: on a loaded machine that
+    // was enough, once, to cross into the next whole token (51 for 50). It may add what that time
+    // refills, and nothing more; it may lose nothing.
+    const { remaining } = await store.apply({ key: user, limits: [minute] });
+    const refilledSince = sinceEnd() / 600;
+    expect(remaining).toBeGreaterThanOrEqual(Math.floor(exact + TOKEN_EPSILON));
+    expect(remaining).toBeLessThanOrEqual(Math.floor(exact + TOKEN_EPSILON + refilledSince));
   });
 });
