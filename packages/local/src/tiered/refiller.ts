@@ -8,40 +8,15 @@ import {
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { GuardedStore } from '../guard/guarded-store.js';
 import type { GuardResult } from '../guard/store-guard.js';
+import { allAnswered } from './all-answered.js';
 import { BatchSizer } from './batch-size.js';
-import { type Lease, takeReports } from './lease.js';
+import type { Lease } from './lease.js';
+import { type Ask, leaseOp, type SettleOptions, takeOp, unreported } from './lease-op.js';
 import type { TieredConfig } from './options.js';
 import { applyReply, returned } from './reply.js';
 import { touchSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
-
-/** A periodic sync waiting to be sent, and the call its lease's waiters join. */
-interface PendingSync {
-  readonly lease: Lease;
-  readonly want: number;
-  readonly call: Promise<GuardResult<BucketReply>>;
-  readonly resolve: (result: GuardResult<BucketReply>) => void;
-  done: boolean;
-}
-
-/** Ends `sync`'s call with `result`, once: its lease may ask again. */
-function finish(sync: PendingSync, result: GuardResult<BucketReply>): void {
-  if (sync.done) return;
-  sync.done = true;
-  if (sync.lease.refill === sync.call) sync.lease.refill = undefined;
-  sync.resolve(result);
-}
-
-/** Options of `Refiller.settle`. */
-export interface SettleOptions {
-  /** Tokens to give back to the key (`reward`). */
-  readonly credit?: number | undefined;
-  /** Tokens to take from the key regardless (`penalty`). */
-  readonly debit?: number | undefined;
-}
-
-/** What a lease asks of the store, beside the reports it owes. */
-type Ask = { take: number } | { want: number; min: number } | undefined;
+import { finish, SyncBatch } from './sync-batch.js';
 
 /**
  * The one owner of a two-tier limiter's conversation with its store, nested one way: guard
@@ -64,7 +39,7 @@ export class Refiller {
    */
   readonly #landing = new Set<Promise<unknown>>();
   /** Syncs made since the last `sendSyncs()`. */
-  #syncs: PendingSync[] = [];
+  readonly #syncs = new SyncBatch();
   /** How big a lease request is; the sync reads its policy and sizes it for the fleet. */
   readonly batching: BatchSizer;
   #onReply: (lease: Lease, leased: number, dry: boolean) => void = () => {};
@@ -124,13 +99,7 @@ export class Refiller {
     return this.#store.guard.run(() =>
       this.#queue(() => {
         const sentAt = this.#clock.now();
-        const op: { -readonly [K in keyof BucketOp]: BucketOp[K] } = {
-          key,
-          limits: this.#limits(),
-          take: cost,
-        };
-        const aheadMs = this.#config.timing.aheadMs;
-        if (aheadMs > 0) op.aheadMs = aheadMs;
+        const op = takeOp(key, cost, this.#limits(), this.#config.timing);
         this.#counters.refills++;
         return this.#store.store.apply(op).then((reply) => {
           const lease = reply.ok ? undefined : leaseOnDenial();
@@ -152,11 +121,7 @@ export class Refiller {
    * round's others until `sendSyncs()`.
    */
   sync(lease: Lease, want: number): void {
-    if (lease.refill !== undefined) return;
-    let resolve!: (result: GuardResult<BucketReply>) => void;
-    const call = new Promise<GuardResult<BucketReply>>((r) => (resolve = r));
-    lease.refill = call;
-    this.#syncs.push({ lease, want, call, resolve, done: false });
+    this.#syncs.add(lease, want);
   }
 
   /**
@@ -167,11 +132,10 @@ export class Refiller {
    * times what Redis spent on it, and at 100,000 keys the sync was half of a process's CPU.
    */
   sendSyncs(): Promise<unknown> | undefined {
-    const syncs = this.#syncs;
+    const syncs = this.#syncs.take();
     if (syncs.length === 0) return undefined;
-    this.#syncs = [];
-    const attempt = this.#store.guard.run(() => {
-      const queued = this.#queue(() => {
+    const attempt = this.#store.guard.run(() =>
+      this.#queued(() => {
         const sentAt = this.#clock.now();
         const sent: Promise<void>[] = [];
         for (const sync of syncs) {
@@ -189,20 +153,15 @@ export class Refiller {
                 finish(sync, { ok: true, value: reply });
               },
               (error: unknown) => {
-                this.#lost(op);
+                this.#counters.tokensUnreported += unreported(op);
                 throw error;
               },
             ),
           );
         }
-        // Every op is waited for, not only up to the first failure: the others may still land.
-        return Promise.allSettled(sent).then((results) => {
-          for (const result of results) if (result.status === 'rejected') throw result.reason;
-        });
-      });
-      this.#landing.add(queued);
-      return queued.finally(() => this.#landing.delete(queued));
-    });
+        return allAnswered(sent);
+      }),
+    );
     // A refusal, a timeout or a failed call: what had not answered learns it from the guard.
     return attempt.then((result) => {
       if (!result.ok) for (const sync of syncs) finish(sync, result);
@@ -252,10 +211,7 @@ export class Refiller {
       const owed = this.#sendOwed(lease, undefined, undefined);
       if (owed !== undefined) sent.push(owed);
     }
-    // Every op is waited for, not only up to the first failure: the others may still land.
-    return Promise.allSettled(sent).then((results) => {
-      for (const result of results) if (result.status === 'rejected') throw result.reason;
-    });
+    return allAnswered(sent);
   }
 
   /**
@@ -274,7 +230,7 @@ export class Refiller {
         this.#counters.tokensRefunded += returned(op);
       },
       (error: unknown) => {
-        this.#lost(op);
+        this.#counters.tokensUnreported += unreported(op);
         throw error;
       },
     );
@@ -288,11 +244,11 @@ export class Refiller {
     return [...this.#landing];
   }
 
-  #call(lease: Lease, ask: (sentAt: number) => Ask, background = false): Promise<GuardResult<BucketReply>> {
-    const call = this.#store.guard.run(() => {
-      const queued = this.#queue(() => {
+  #call(lease: Lease, ask: (sentAt: number) => Ask): Promise<GuardResult<BucketReply>> {
+    const call = this.#store.guard.run(() =>
+      this.#queued(() => {
         const sentAt = this.#clock.now();
-        const op = this.#op(lease, ask(sentAt), background) ?? { key: lease.key, limits: this.#limits() };
+        const op = this.#op(lease, ask(sentAt), false) ?? { key: lease.key, limits: this.#limits() };
         if (op.reserve !== undefined || op.take !== undefined) this.#counters.refills++;
         else this.#counters.refunds++;
         return this.#store.store.apply(op).then(
@@ -301,15 +257,12 @@ export class Refiller {
             return reply;
           },
           (error: unknown) => {
-            this.#lost(op);
+            this.#counters.tokensUnreported += unreported(op);
             throw error;
           },
         );
-      });
-      // Tracked from the queue, not the send: a call still queued when close() begins is sent later.
-      this.#landing.add(queued);
-      return queued.finally(() => this.#landing.delete(queued));
-    });
+      }),
+    );
     lease.refill = call;
     void call.then(() => {
       if (lease.refill === call) lease.refill = undefined;
@@ -317,33 +270,15 @@ export class Refiller {
     return call;
   }
 
-  /**
-   * The op for `lease`: what it owes, and what it asks; `undefined` when there is neither. A
-   * `background` op is one no request waits on: the store sends those that requests wait on first.
-   */
+  /** `fn` in the refill queue, tracked from there (a call still queued when close() begins is sent later). */
+  #queued<T>(fn: () => Promise<T>): Promise<T> {
+    const queued = this.#queue(fn);
+    this.#landing.add(queued);
+    return queued.finally(() => this.#landing.delete(queued));
+  }
+
   #op(lease: Lease, ask: Ask, background: boolean, credit = 0, debit = 0): BucketOp | undefined {
-    const reports = takeReports(lease);
-    const debt = lease.debt + debit;
-    if (ask === undefined && reports === undefined && debt === 0 && credit === 0) return undefined;
-    const op: { -readonly [K in keyof BucketOp]: BucketOp[K] } = {
-      key: lease.key,
-      limits: this.#limits(),
-      reports,
-    };
-    if (debt > 0) {
-      // Tokens admitted before the store heard of the key ride first: the bucket may go into debt.
-      op.debit = debt;
-      lease.debt = 0;
-    }
-    if (credit > 0) op.credit = credit;
-    if (background) op.background = true;
-    if (ask !== undefined) {
-      if ('take' in ask) op.take = ask.take;
-      else op.reserve = { want: ask.want, min: ask.min, holdMs: this.#config.timing.holdMs };
-      const aheadMs = this.#config.timing.aheadMs;
-      if (aheadMs > 0) op.aheadMs = aheadMs;
-    }
-    return op;
+    return leaseOp(lease, ask, background, this.#limits(), this.#config.timing, credit, debit);
   }
 
   #apply(lease: Lease, op: BucketOp, reply: BucketReply, sentAt: number): void {
@@ -359,11 +294,5 @@ export class Refiller {
       this.#config,
     );
     this.#onReply(lease, leased, dry);
-  }
-
-  #lost(op: BucketOp): void {
-    this.#counters.tokensUnreported += op.debit ?? 0;
-    if (op.reports === undefined) return;
-    for (const r of op.reports) this.#counters.tokensUnreported += r.spent + r.returned;
   }
 }
