@@ -8,7 +8,6 @@ export interface PendingSync {
   readonly want: number;
   readonly call: Promise<GuardResult<BucketReply>>;
   readonly resolve: (result: GuardResult<BucketReply>) => void;
-  done: boolean;
 }
 
 /**
@@ -24,7 +23,7 @@ export class SyncBatch {
     let resolve!: (result: GuardResult<BucketReply>) => void;
     const call = new Promise<GuardResult<BucketReply>>((r) => (resolve = r));
     lease.refill = call;
-    this.#syncs.push({ lease, want, call, resolve, done: false });
+    this.#syncs.push({ lease, want, call, resolve });
   }
 
   /** The syncs added since the last `take()`; the batch starts empty again. */
@@ -35,10 +34,11 @@ export class SyncBatch {
   }
 }
 
-/** Ends `sync`'s call with `result`, once: its lease may ask again. */
+/**
+ * Ends `sync`'s call with `result`: its lease may ask again. A call already ended keeps its first
+ * result (a promise settles once), and a lease that has a newer call keeps it.
+ */
 export function finish(sync: PendingSync, result: GuardResult<BucketReply>): void {
-  if (sync.done) return;
-  sync.done = true;
   if (sync.lease.refill === sync.call) sync.lease.refill = undefined;
   sync.resolve(result);
 }
