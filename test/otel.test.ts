@@ -67,7 +67,14 @@ describe('observeLimiter and instrumentStore', () => {
     const store = instrumentStore(new RedisStore({ redis, prefix: uniquePrefix('otel') }), otel.meter, {
       attributes: { 'db.system.name': 'redis' },
     });
-    const limiter = new TieredLimiter({ store, limits: LIMIT, failurePolicy: 'closed', instances: 1 });
+    // A generous timeout, so that a slow reply on a loaded machine is not a policy decision.
+    const limiter = new TieredLimiter({
+      store,
+      limits: LIMIT,
+      failurePolicy: 'closed',
+      instances: 1,
+      timeoutMs: 1000,
+    });
     const observation = observeLimiter(limiter, otel.meter, { attributes: { 'tiered_limiter.name': 'api' } });
     for (let i = 0; i < 80; i++) limiter.tryConsume('k') ?? (await limiter.consume('k'));
     const stats = limiter.stats();

@@ -33,8 +33,11 @@ afterAll(() => redis?.stop());
 describe.each(ADAPTERS)('$name on a real Redis', (adapter) => {
   it('shares one limit between two apps through Redis, and gives failed requests back', async () => {
     const key = uniquePrefix(adapter.name.replace(/\W/g, ''));
-    const one = new RequestLimiter({ store, limits: quota, failurePolicy: 'closed' });
-    const two = new RequestLimiter({ store, limits: quota, failurePolicy: 'closed' });
+    // A generous timeout: on a loaded 2-core machine a reply can take longer than the default
+    // 20 ms, and the closed policy would answer 503; this test is about the shared limit.
+    const options = { store, limits: quota, failurePolicy: 'closed', timeoutMs: 1000 } as const;
+    const one = new RequestLimiter(options);
+    const two = new RequestLimiter(options);
     closers.push(
       () => one.close(),
       () => two.close(),
