@@ -1,4 +1,4 @@
-import { defineLimit, perHour, perSecond } from '@tiered-limiter/core';
+import { defineLimit, perHour } from '@tiered-limiter/core';
 import { TieredLimiter } from '@tiered-limiter/local';
 import {
   createRedisLimiter,
@@ -37,9 +37,14 @@ describe('limiters on a real Redis Cluster', () => {
     const limiter = createRedisLimiter({
       redis: client,
       prefix: uniquePrefix('cl-req'),
-      limits: [perSecond(3, { name: 'burst' }), perHour(1000, { name: 'hourly' })],
+      // A burst of 3 that does not refill during the test (four round trips on a loaded machine
+      // can take longer than a third of a second), and a generous timeout, for the same reason.
+      limits: [
+        defineLimit({ capacity: 3, refillPerSecond: 0.001, name: 'burst' }),
+        perHour(1000, { name: 'hourly' }),
+      ],
       failurePolicy: 'closed',
-      timeoutMs: 200,
+      timeoutMs: 1000,
     });
     for (const user of users) {
       const allowed = [];
@@ -59,7 +64,7 @@ describe('limiters on a real Redis Cluster', () => {
       limits: [defineLimit({ capacity: 50, refillPerSecond: 0.001, name: 'a' }), perHour(20, { name: 'b' })],
       failurePolicy: 'closed',
       instances: 1,
-      timeoutMs: 200,
+      timeoutMs: 1000,
     });
     for (const user of users) {
       let admitted = 0;

@@ -171,7 +171,8 @@ describe('100 limiter instances in 4 processes on real Redis', () => {
   it('Redis calls/s stay within instances ÷ sync period × 1.2', async () => {
     const prefix = uniquePrefix('scale-calls');
     const admin = redis.client();
-    const readings: Promise<CommandStats>[] = [];
+    // Each reading with the time it was answered: a timer of this process can fire late.
+    const readings: Promise<{ stats: CommandStats; atMs: number }>[] = [];
     const orders: FleetOrders = {
       url: redis.url,
       prefix,
@@ -195,17 +196,17 @@ describe('100 limiter instances in 4 processes on real Redis', () => {
         onStart: (startAt) => {
           for (const at of [WINDOW.from, WINDOW.to]) {
             readings.push(
-              new Promise((resolve) => setTimeout(resolve, startAt + at - Date.now())).then(() =>
-                readCommandStats(admin),
-              ),
+              new Promise((resolve) => setTimeout(resolve, startAt + at - Date.now()))
+                .then(() => readCommandStats(admin))
+                .then((stats) => ({ stats, atMs: performance.now() })),
             );
           }
         },
       },
     );
     const [before, after] = await Promise.all(readings);
-    const { roundTrips } = commandDelta(before!, after!);
-    const callsPerSecond = (roundTrips * 1000) / (WINDOW.to - WINDOW.from);
+    const { roundTrips } = commandDelta(before!.stats, after!.stats);
+    const callsPerSecond = (roundTrips * 1000) / (after!.atMs - before!.atMs);
     const all = reports.flatMap((r) => r.limiterStats);
     const periods = new Set(all.map((s) => s?.syncPeriodMs));
     const instances = Math.max(...all.map((s) => s?.instances as number));

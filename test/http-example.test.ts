@@ -100,6 +100,9 @@ beforeAll(async () => {
     PORT: '0',
     WORKERS: String(WORKERS),
     LIMIT_PREFIX: uniquePrefix('http-example'),
+    // A loaded machine's slow reply must not pass for Redis being away (a 503 on a closed route,
+    // a degraded header on the open one); with Redis stopped, calls fail at once whatever it is.
+    STORE_TIMEOUT_MS: '1000',
   });
 });
 

@@ -19,6 +19,8 @@ export interface ServiceOptions {
   instances: number;
   host: string;
   port: number;
+  /** Every limiter's store timeout, in ms, when set: else each route's own (see `limits.ts`). */
+  storeTimeoutMs?: number;
 }
 
 /** One running process of the service. */
@@ -34,24 +36,26 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   // With the offline queue off, a command sent before the connection is up fails at once: wait.
   await whenReady(redis, REDIS_READY_TIMEOUT_MS);
   const store = new RedisStore({ redis, prefix: options.prefix });
+  const closedTimeoutMs = options.storeTimeoutMs ?? CLOSED_ROUTE_TIMEOUT_MS;
 
   const login = new RequestLimiter({
     store,
     limits: LOGIN,
     failurePolicy: 'closed',
-    timeoutMs: CLOSED_ROUTE_TIMEOUT_MS,
+    timeoutMs: closedTimeoutMs,
   });
   const items = new TieredLimiter({
     store,
     limits: ITEMS,
     failurePolicy: 'open',
     instances: options.instances,
+    ...(options.storeTimeoutMs === undefined ? {} : { timeoutMs: options.storeTimeoutMs }),
   });
   const report = new RequestLimiter({
     store,
     limits: REPORT,
     failurePolicy: 'closed',
-    timeoutMs: CLOSED_ROUTE_TIMEOUT_MS,
+    timeoutMs: closedTimeoutMs,
   });
   for (const limiter of [login, items, report]) {
     limiter.on('degraded', (error) =>

@@ -6,7 +6,8 @@
  *   pnpm --filter @tiered-limiter/example-service start
  *
  * Environment: PORT (3000; 0 picks a free one), HOST (127.0.0.1), WORKERS (2), REDIS_URL,
- * LIMIT_PREFIX (`example`). Prints `listening http://HOST:PORT` once every worker listens.
+ * LIMIT_PREFIX (`example`), STORE_TIMEOUT_MS (each route's own). Prints
+ * `listening http://HOST:PORT` once every worker listens.
  */
 import cluster, { type Worker } from 'node:cluster';
 import { once } from 'node:events';
@@ -84,6 +85,7 @@ async function worker(): Promise<void> {
     instances: workers,
     host,
     port,
+    ...(process.env.STORE_TIMEOUT_MS ? { storeTimeoutMs: Number(process.env.STORE_TIMEOUT_MS) } : {}),
   });
   const shutdown = async () => {
     await service.close();
