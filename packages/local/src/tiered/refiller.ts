@@ -140,22 +140,10 @@ export class Refiller {
         const sent: Promise<void>[] = [];
         for (const sync of syncs) {
           const { lease, want } = sync;
-          const op = this.#op(lease, want > 0 ? { want, min: 1 } : undefined, true) ?? {
-            key: lease.key,
-            limits: this.#limits(),
-          };
-          if (op.reserve !== undefined) this.#counters.refills++;
-          else this.#counters.refunds++;
+          const ask = want > 0 ? { want, min: 1 } : undefined;
           sent.push(
-            this.#store.store.apply(op).then(
-              (reply) => {
-                this.#apply(lease, op, reply, sentAt);
-                finish(sync, { ok: true, value: reply });
-              },
-              (error: unknown) => {
-                this.#counters.tokensUnreported += unreported(op);
-                throw error;
-              },
+            this.#exchange(lease, ask, true, sentAt).then((reply) =>
+              finish(sync, { ok: true, value: reply }),
             ),
           );
         }
@@ -248,19 +236,7 @@ export class Refiller {
     const call = this.#store.guard.run(() =>
       this.#queued(() => {
         const sentAt = this.#clock.now();
-        const op = this.#op(lease, ask(sentAt), false) ?? { key: lease.key, limits: this.#limits() };
-        if (op.reserve !== undefined || op.take !== undefined) this.#counters.refills++;
-        else this.#counters.refunds++;
-        return this.#store.store.apply(op).then(
-          (reply) => {
-            this.#apply(lease, op, reply, sentAt);
-            return reply;
-          },
-          (error: unknown) => {
-            this.#counters.tokensUnreported += unreported(op);
-            throw error;
-          },
-        );
+        return this.#exchange(lease, ask(sentAt), false, sentAt);
       }),
     );
     lease.refill = call;
@@ -268,6 +244,26 @@ export class Refiller {
       if (lease.refill === call) lease.refill = undefined;
     });
     return call;
+  }
+
+  /**
+   * Sends `lease`'s op (what it owes, and `ask`) sent at `sentAt`, and applies the reply to the
+   * lease; what a failed op carried is counted unreported, never resent.
+   */
+  #exchange(lease: Lease, ask: Ask, background: boolean, sentAt: number): Promise<BucketReply> {
+    const op = this.#op(lease, ask, background) ?? { key: lease.key, limits: this.#limits() };
+    if (op.reserve !== undefined || op.take !== undefined) this.#counters.refills++;
+    else this.#counters.refunds++;
+    return this.#store.store.apply(op).then(
+      (reply) => {
+        this.#apply(lease, op, reply, sentAt);
+        return reply;
+      },
+      (error: unknown) => {
+        this.#counters.tokensUnreported += unreported(op);
+        throw error;
+      },
+    );
   }
 
   /** `fn` in the refill queue, tracked from there (a call still queued when close() begins is sent later). */
