@@ -84,8 +84,10 @@ export class Lease {
   syncedAtMs: number;
   /** Tokens per ms this instance admits for the key: an average over sync periods (EWMA). */
   rate = 0;
-  /** Periodic syncs that weighed this key's rate: the first few are averaged alike. */
-  syncs = 0;
+  /** Start of the span `rate` is the plain mean of, until it spans a few periods (then an EWMA). */
+  rateFromMs = 0;
+  /** `asked` at `rateFromMs`. */
+  askedAtRateFrom = 0;
   /** Tokens admitted here before the store heard of the key (optimistic cold start), to charge. */
   debt = 0;
   /** When optimistic cold start admitted the key here (its lease began so), or -Infinity. */

@@ -6,6 +6,8 @@ import type { Refiller } from './refiller.js';
 
 /** Weight of the newest period in a key's rate estimate (an exponentially weighted average). */
 const RATE_WEIGHT = 0.25;
+/** Periods a key's rate is the plain mean over, from its first sample, before the moving average takes over. */
+const MEAN_PERIODS = 1 / RATE_WEIGHT;
 /** Requests a key must expect per lease lifetime for the sync to lease for it: below, it is sparse. */
 const MIN_EXPECTED = 0.35;
 /** How long a sync's round trip may take under load: what the grant it replaces keeps back for. */
@@ -17,7 +19,7 @@ const ONE_REQUEST_MS = 1_000;
  * The periodic sync of a two-tier limiter (issue 11's design): every period `T = instances ÷
  * (0.9 × fleetCallsPerSecond)` it sends, for every key that holds a lease, one op that hands back
  * what expired, reports what was spent, and leases what the key will need until just after the
- * next sync: its rate over the last periods (an EWMA) times `T + δ`, plus three standard deviations
+ * next sync: its rate over the last periods (the mean over its first four, then an EWMA) times `T + δ`, plus three standard deviations
  * of a Poisson count, capped by a fair share of the limit and a quarter of what the bucket has
  * left. The store gathers these ops into a call per 32 keys, so a fleet makes about
  * `instances ÷ T` sync calls a second whatever its request rate, and leaves the rest of its
@@ -129,14 +131,20 @@ export class Syncer {
    * tokens it hands back early: what the grant it replaces still held, but for the bridge.
    */
   sync(lease: Lease, nowMs: number): number {
-    const sample = this.#sample(lease, nowMs);
     const current = this.#rated(lease, nowMs);
-    // While a key has had few syncs, each weighs alike (the mean so far): started from its first
-    // sample, a plain moving average took four periods to reach a steady rate, and at 200
-    // instances (a 1 s period) a key's leases fell short of its demand for seconds.
-    lease.syncs = current ? lease.syncs + 1 : 1;
-    const weight = Math.max(RATE_WEIGHT, 1 / lease.syncs);
-    lease.rate = weight * sample + (1 - weight) * lease.rate;
+    if (!current) {
+      lease.rateFromMs = lease.syncedAtMs;
+      lease.askedAtRateFrom = lease.askedAtSync;
+    }
+    // Over its first few periods a key's rate is what it asked over all the time since its first
+    // sample: started from one sample, a moving average took four periods to reach a steady rate.
+    // Nor is it the mean of per-sync samples: a key first seen 300 ms before a sync had its few
+    // requests spread over a whole period, read 1.4 a second where it asked 5, and weighed alike
+    // with the next three syncs; a fleet of 200 just started kept refilling out of band for seconds.
+    const averaging = nowMs - lease.rateFromMs < MEAN_PERIODS * this.#periodMs;
+    lease.rate = averaging
+      ? this.#sample(lease, nowMs, lease.rateFromMs, lease.askedAtRateFrom)
+      : RATE_WEIGHT * this.#sample(lease, nowMs) + (1 - RATE_WEIGHT) * lease.rate;
     lease.askedAtSync = lease.asked;
     lease.syncedAtMs = nowMs;
     // What the grant this sync replaces still holds goes back with it, but for what the key may
@@ -178,15 +186,16 @@ export class Syncer {
   }
 
   /**
-   * Tokens per ms asked since the last sync, over a period at least. A key never synced is
+   * Tokens per ms asked since the last sync (or since `fromMs`, when `asked` was `askedFrom`), over
+   * a period at least. A key never synced is
    * measured from its first request, which only starts the clock; a key seen once is taken to
    * come back within a second at most. Counted as a rate, one request 20 ms before a sync read as
    * 50 a second, and 100,000 keys each seen once got a lease each and a sync op every period
    * until their rates decayed (13 Redis commands per decision).
    */
-  #sample(lease: Lease, nowMs: number): number {
-    const elapsed = Math.max(nowMs - lease.syncedAtMs, this.#periodMs);
-    if (lease.askedAtSync > 0 || lease.firstCost === 0) return (lease.asked - lease.askedAtSync) / elapsed;
+  #sample(lease: Lease, nowMs: number, fromMs = lease.syncedAtMs, askedFrom = lease.askedAtSync): number {
+    const elapsed = Math.max(nowMs - fromMs, this.#periodMs);
+    if (askedFrom > 0 || lease.firstCost === 0) return (lease.asked - askedFrom) / elapsed;
     const after = lease.asked - lease.firstCost;
     return after > 0 ? after / elapsed : lease.asked / Math.max(elapsed, ONE_REQUEST_MS);
   }
