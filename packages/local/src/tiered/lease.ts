@@ -82,7 +82,7 @@ export class Lease {
   askedAtSync = 0;
   /** When the last periodic sync was sent. */
   syncedAtMs: number;
-  /** Tokens per ms this instance admits for the key: an average over sync periods (EWMA). */
+  /** Tokens per ms this instance asks for the key: its mean over the first periods, then an EWMA. */
   rate = 0;
   /** Start of the span `rate` is the plain mean of, until it spans a few periods (then an EWMA). */
   rateFromMs = 0;

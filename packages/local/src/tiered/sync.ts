@@ -19,9 +19,9 @@ const ONE_REQUEST_MS = 1_000;
  * The periodic sync of a two-tier limiter (issue 11's design): every period `T = instances ÷
  * (0.9 × fleetCallsPerSecond)` it sends, for every key that holds a lease, one op that hands back
  * what expired, reports what was spent, and leases what the key will need until just after the
- * next sync: its rate over the last periods (the mean over its first four, then an EWMA) times `T + δ`, plus three standard deviations
- * of a Poisson count, capped by a fair share of the limit and a quarter of what the bucket has
- * left. The store gathers these ops into a call per 32 keys, so a fleet makes about
+ * next sync: its rate (the mean over its first four periods, then an EWMA) times `T + δ`, plus
+ * three standard deviations of a Poisson count, capped by a fair share of the limit and a quarter
+ * of what the bucket has left. The store gathers these ops into a call per 32 keys, so a fleet makes about
  * `instances ÷ T` sync calls a second whatever its request rate, and leaves the rest of its
  * budget to the refills of keys that ran dry between syncs. Each sync also tells the store this
  * instance is alive and reads how many are: the period and the fair share follow the live fleet.
@@ -187,11 +187,11 @@ export class Syncer {
 
   /**
    * Tokens per ms asked since the last sync (or since `fromMs`, when `asked` was `askedFrom`), over
-   * a period at least. A key never synced is
-   * measured from its first request, which only starts the clock; a key seen once is taken to
-   * come back within a second at most. Counted as a rate, one request 20 ms before a sync read as
-   * 50 a second, and 100,000 keys each seen once got a lease each and a sync op every period
-   * until their rates decayed (13 Redis commands per decision).
+   * a period at least. A key never synced is measured from its first request, which only starts
+   * the clock; a key seen once is taken to come back within a second at most. Counted as a
+   * rate, one request 20 ms before a sync read as 50 a second, and 100,000 keys each seen once
+   * got a lease each and a sync op every period until their rates decayed (13 Redis commands per
+   * decision).
    */
   #sample(lease: Lease, nowMs: number, fromMs = lease.syncedAtMs, askedFrom = lease.askedAtSync): number {
     const elapsed = Math.max(nowMs - fromMs, this.#periodMs);
