@@ -84,7 +84,7 @@ export class Lease {
   syncedAtMs: number;
   /** Tokens per ms this instance asks for the key: its mean over the first periods, then an EWMA. */
   rate = 0;
-  /** Start of the span `rate` is the plain mean of, until it spans a few periods (then an EWMA). */
+  /** Start of the span `rate` is the plain mean over, until it spans a few periods (then an EWMA). */
   rateFromMs = 0;
   /** `asked` at `rateFromMs`. */
   askedAtRateFrom = 0;

@@ -6,7 +6,7 @@ import type { Refiller } from './refiller.js';
 
 /** Weight of the newest period in a key's rate estimate (an exponentially weighted average). */
 const RATE_WEIGHT = 0.25;
-/** Periods a key's rate is the plain mean over, from its first sample, before the moving average takes over. */
+/** Periods a key's rate is the plain mean over, after its first sample, before the moving average takes over. */
 const MEAN_PERIODS = 1 / RATE_WEIGHT;
 /** Requests a key must expect per lease lifetime for the sync to lease for it: below, it is sparse. */
 const MIN_EXPECTED = 0.35;
@@ -133,18 +133,27 @@ export class Syncer {
   sync(lease: Lease, nowMs: number): number {
     const current = this.#rated(lease, nowMs);
     if (!current) {
-      lease.rateFromMs = lease.syncedAtMs;
-      lease.askedAtRateFrom = lease.askedAtSync;
+      // A key new here, or back after the sync let it go: rated by this sample alone.
+      lease.rate = this.#sample(lease, nowMs);
+      // Its next few periods are rated by what it asked over all the time since, this sample
+      // counted for the time it covered, at most a period. A moving average from one sample took
+      // four periods to reach a steady rate; a mean of per-sync samples read a key first seen
+      // 300 ms before a sync as asking a quarter of its rate (the sample spreads what it asked
+      // over a period at least) and kept that for three periods: a fleet of 200 just started
+      // refilled out of band for seconds. A key back after a long gap weighs its sample as one
+      // period, as it did before.
+      if (nowMs - lease.syncedAtMs <= this.#periodMs) {
+        lease.rateFromMs = lease.syncedAtMs;
+        lease.askedAtRateFrom = lease.askedAtSync;
+      } else {
+        lease.rateFromMs = nowMs - this.#periodMs;
+        lease.askedAtRateFrom = lease.asked - lease.rate * this.#periodMs;
+      }
+    } else if (nowMs - lease.rateFromMs < MEAN_PERIODS * this.#periodMs) {
+      lease.rate = this.#sample(lease, nowMs, lease.rateFromMs, lease.askedAtRateFrom);
+    } else {
+      lease.rate = RATE_WEIGHT * this.#sample(lease, nowMs) + (1 - RATE_WEIGHT) * lease.rate;
     }
-    // Over its first few periods a key's rate is what it asked over all the time since its first
-    // sample: started from one sample, a moving average took four periods to reach a steady rate.
-    // Nor is it the mean of per-sync samples: a key first seen 300 ms before a sync had its few
-    // requests spread over a whole period, read 1.4 a second where it asked 5, and weighed alike
-    // with the next three syncs; a fleet of 200 just started kept refilling out of band for seconds.
-    const averaging = nowMs - lease.rateFromMs < MEAN_PERIODS * this.#periodMs;
-    lease.rate = averaging
-      ? this.#sample(lease, nowMs, lease.rateFromMs, lease.askedAtRateFrom)
-      : RATE_WEIGHT * this.#sample(lease, nowMs) + (1 - RATE_WEIGHT) * lease.rate;
     lease.askedAtSync = lease.asked;
     lease.syncedAtMs = nowMs;
     // What the grant this sync replaces still holds goes back with it, but for what the key may
