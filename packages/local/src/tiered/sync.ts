@@ -6,7 +6,7 @@ import type { Refiller } from './refiller.js';
 
 /** Weight of the newest period in a key's rate estimate (an exponentially weighted average). */
 const RATE_WEIGHT = 0.25;
-/** Periods a key's rate is the plain mean over, after its first sample, before the moving average takes over. */
+/** Periods after its first sample that a key's rate is a plain mean over, before the moving average. */
 const MEAN_PERIODS = 1 / RATE_WEIGHT;
 /** Requests a key must expect per lease lifetime for the sync to lease for it: below, it is sparse. */
 const MIN_EXPECTED = 0.35;
@@ -21,9 +21,9 @@ const ONE_REQUEST_MS = 1_000;
  * what expired, reports what was spent, and leases what the key will need until just after the
  * next sync: its rate (the mean over its first four periods, then an EWMA) times `T + δ`, plus
  * three standard deviations of a Poisson count, capped by a fair share of the limit and a quarter
- * of what the bucket has left. The store gathers these ops into a call per 32 keys, so a fleet makes about
- * `instances ÷ T` sync calls a second whatever its request rate, and leaves the rest of its
- * budget to the refills of keys that ran dry between syncs. Each sync also tells the store this
+ * of what the bucket has left. The store gathers these ops into a call per 32 keys, so a fleet
+ * makes about `instances ÷ T` sync calls a second whatever its request rate, and leaves the rest
+ * of its budget to the refills of keys that ran dry between syncs. Each sync also tells the store this
  * instance is alive and reads how many are: the period and the fair share follow the live fleet.
  */
 export class Syncer {
