@@ -23,8 +23,9 @@ const ONE_REQUEST_MS = 1_000;
  * three standard deviations of a Poisson count, capped by a fair share of the limit and a quarter
  * of what the bucket has left. The store gathers these ops into a call per 32 keys, so a fleet
  * makes about `instances ÷ T` sync calls a second whatever its request rate, and leaves the rest
- * of its budget to the refills of keys that ran dry between syncs. Each sync also tells the store this
- * instance is alive and reads how many are: the period and the fair share follow the live fleet.
+ * of its budget to the refills of keys that ran dry between syncs. Each sync also tells the store
+ * this instance is alive and reads how many are: the period and the fair share follow the live
+ * fleet.
  */
 export class Syncer {
   readonly #config: TieredConfig;
