@@ -153,6 +153,7 @@ export const redisStoreOptions = {
   prefix: { kind: 'string', extra: ['', 'a b', 'x'.repeat(65), '{tag}'] },
   coalesce: { ...object, valid: [false] },
   shards: integer,
+  keepAfterFullMs: integer,
   ...nest('coalesce', {
     maxKeysPerCall: integer,
     maxInFlight: integer,

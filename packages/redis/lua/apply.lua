@@ -8,7 +8,8 @@ KEYS         the bucket keys of every entry in order, N per entry (one per limit
              keys sit in one Cluster slot; an entry's N keys share the user key's {hash tag}.
 ARGV[1]      every number below, as one JSON array (a number per ARGV cost Redis and the caller
              more than the whole decode: 170 numbers, 32-39 µs a call as arguments, 19-21 µs as
-             JSON): E, the number of entries; S, the number of limit sets; then S sets:
+             JSON): E, the number of entries; S, the number of limit sets; K, the ms a key is
+             kept once its bucket is full (the store's keepAfterFullMs); then S sets:
                N                          limits
                capacity, refillPerSecond  N pairs, one per limit
              then per entry, in this order:
@@ -42,7 +43,8 @@ Arithmetic, clock, storage and expiry: bucket.lua.
 
 local reply = {}
 local args = cjson.decode(ARGV[1])
-local at_arg, at_key = 3, 1
+local keep_ms = args[3]
+local at_arg, at_key = 4, 1
 local states = {}
 
 -- The limit sets, read once: each { n, caps, rates }.
@@ -196,7 +198,7 @@ end
 
 for i = 1, #order do
   local key = order[i]
-  if cache[key].dirty then save(key) end
+  if cache[key].dirty then save(key, keep_ms) end
 end
 
 return reply

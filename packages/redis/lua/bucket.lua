@@ -6,12 +6,12 @@ front of apply.lua.
 It reads Redis's own clock (TIME) once per call, never the caller's, and defines:
   now                         the call's time in whole µs (absolute times are whole µs, so every
                               difference is exact; durations are ms)
-  load(key), save(key)
+  load(key), save(key, keep_ms)
                               a key's state { t = tokens, at = µs, held = { {id, count}, ... },
                               full = ms until full, when the caller computed it for this state },
                               cached per call so that several entries on one key see each other's
                               effects; save writes it back (or deletes a full bucket with nothing
-                              on lease) with a TTL of ms until full + TTL_MARGIN_MS
+                              on lease) with a TTL of ms until full + TTL_MARGIN_MS + keep_ms
   settle(st, cap, rate)       releases generations due by now, refilling piecewise into the room
                               capacity - held (core's settleSharedBucket)
   ms_until(st, cap, rate, need)
@@ -199,7 +199,9 @@ local function tighter(aw, ar, af, bw, br, bf)
   return af > bf
 end
 
-local function save(key)
+-- keep_ms: the store's keepAfterFullMs. A key seen again within it is rewritten, not expired
+-- and made anew: an expiry costs Redis's expiry cycle, which blocks every client while it runs.
+local function save(key, keep_ms)
   local st = cache[key]
   local held, cap = st.held, st.cap
   if #held == 0 and covers(st.t, cap) then
@@ -213,5 +215,5 @@ local function save(key)
   -- exact form: a whole ms count stays whole.
   local full = st.full
   if full == nil then full = ms_until(st, cap, st.rate, cap) end
-  redis.call('SET', key, value, 'PX', full + TTL_MARGIN_MS)
+  redis.call('SET', key, value, 'PX', full + TTL_MARGIN_MS + keep_ms)
 end

@@ -27,8 +27,11 @@ export type RedisTieredLimiterOptions = Omit<TieredLimiterOptions, 'store'> & Re
  * const decision = await login.consume('user:42');
  */
 export function createRedisLimiter(options: RedisLimiterOptions): RequestLimiter {
-  const { redis, prefix, coalesce, shards, ...rest } = assertOptions(options);
-  return new RequestLimiter({ ...rest, store: new RedisStore({ redis, prefix, coalesce, shards }) });
+  const { redis, prefix, coalesce, shards, keepAfterFullMs, ...rest } = assertOptions(options);
+  return new RequestLimiter({
+    ...rest,
+    store: new RedisStore({ redis, prefix, coalesce, shards, keepAfterFullMs }),
+  });
 }
 
 /**
@@ -45,8 +48,11 @@ export function createRedisLimiter(options: RedisLimiterOptions): RequestLimiter
  * const decision = api.tryConsume('user:42') ?? (await api.consume('user:42'));
  */
 export function createTieredLimiter(options: RedisTieredLimiterOptions): TieredLimiter {
-  const { redis, prefix, coalesce, shards, ...rest } = assertOptions(options);
-  return new TieredLimiter({ ...rest, store: new RedisStore({ redis, prefix, coalesce, shards }) });
+  const { redis, prefix, coalesce, shards, keepAfterFullMs, ...rest } = assertOptions(options);
+  return new TieredLimiter({
+    ...rest,
+    store: new RedisStore({ redis, prefix, coalesce, shards, keepAfterFullMs }),
+  });
 }
 
 /** A factory's options must be an object before they can be taken apart. */

@@ -11,7 +11,14 @@ import calculateSlot from 'cluster-key-slot';
 import { adapterFor, asError, type RedisClientAdapter, type RedisClientLike } from './client/adapter.js';
 import { type CoalesceOptions, Coalescer, type CoalescerStats, type Pending } from './coalescer.js';
 import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_KEYS_PER_CALL, MAX_SHARDS } from './defaults.js';
-import { assertPrefix, bucketKey, bucketKeys, DEFAULT_PREFIX } from './keys.js';
+import {
+  assertPrefix,
+  bucketKey,
+  bucketKeys,
+  DEFAULT_KEEP_AFTER_FULL_MS,
+  DEFAULT_PREFIX,
+  MAX_KEEP_AFTER_FULL_MS,
+} from './keys.js';
 import { type EncodableOp, encodeOps, readReplies } from './ops-codec.js';
 import { APPLY_SCRIPT } from './scripts.js';
 
@@ -48,6 +55,14 @@ export interface RedisStoreOptions {
    * @default undefined (one slot per user key)
    */
   shards?: number;
+  /**
+   * How long a bucket's key stays once its bucket is full, in ms: the key's TTL is the time
+   * until full, plus this, plus a 50 ms margin. A key seen again within it is rewritten in
+   * place rather than expired and made anew, which spares Redis's expiry cycle (see
+   * `DEFAULT_KEEP_AFTER_FULL_MS`); a longer one holds more keys. 0 to a day.
+   * @default 1000
+   */
+  keepAfterFullMs?: number;
 }
 
 type Op = Pending<BucketOp, BucketReply> & Pick<EncodableOp, 'heartbeat'>;
@@ -81,6 +96,7 @@ export class RedisStore implements GlobalStore {
   readonly #client: RedisClientAdapter;
   readonly #prefix: string;
   readonly #shards: number | undefined;
+  readonly #keepAfterFullMs: number;
   readonly #coalescer: Coalescer<BucketOp, BucketReply>;
 
   constructor(options: RedisStoreOptions) {
@@ -91,6 +107,12 @@ export class RedisStore implements GlobalStore {
     this.#prefix = assertPrefix(options.prefix ?? DEFAULT_PREFIX);
     this.#shards =
       options.shards === undefined ? undefined : assertInteger('shards', options.shards, 1, MAX_SHARDS);
+    this.#keepAfterFullMs = assertInteger(
+      'keepAfterFullMs',
+      options.keepAfterFullMs ?? DEFAULT_KEEP_AFTER_FULL_MS,
+      0,
+      MAX_KEEP_AFTER_FULL_MS,
+    );
     this.#coalescer = coalescerFor(options.coalesce, (batches) => this.#send(batches));
   }
 
@@ -186,7 +208,7 @@ export class RedisStore implements GlobalStore {
     try {
       results = await this.#client.evalScript(
         APPLY_SCRIPT,
-        batches.map((batch) => encodeOps(batch)),
+        batches.map((batch) => encodeOps(batch, this.#keepAfterFullMs)),
       );
     } catch (error) {
       // One error for the call's ops: they failed together, and an error per op (a stack trace
@@ -202,7 +224,9 @@ export class RedisStore implements GlobalStore {
         // Redis ran none of them, so each goes once more alone, where the client follows the
         // redirection itself (ASKING included). Nothing that may have run is ever resent.
         if (reply instanceof Error && REDIRECTED.test(reply.message) && batches.length > 1) {
-          reply = await this.#client.evalScript(APPLY_SCRIPT, [encodeOps(batch)]).then((r) => r[0], asError);
+          reply = await this.#client
+            .evalScript(APPLY_SCRIPT, [encodeOps(batch, this.#keepAfterFullMs)])
+            .then((r) => r[0], asError);
         }
         if (reply instanceof Error) {
           const failed = failure('apply', reply);

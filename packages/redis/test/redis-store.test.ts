@@ -6,7 +6,9 @@ import { ConfigError, defineLimit, perSecond, StoreError } from '@tiered-limiter
 import {
   bucketKey,
   bucketKeys,
+  DEFAULT_KEEP_AFTER_FULL_MS,
   KEY_TTL_MARGIN_MS,
+  MAX_KEEP_AFTER_FULL_MS,
   RedisStore,
   recommendedRedisOptions,
   recommendedRetryStrategy,
@@ -63,6 +65,15 @@ describe('construction', () => {
       );
     }
     expect(() => new RedisStore(undefined as never)).toThrow(ConfigError);
+  });
+
+  it('refuses a keepAfterFullMs that is not a whole number of ms from 0 to a day, naming it', () => {
+    for (const keepAfterFullMs of [-1, 0.5, MAX_KEEP_AFTER_FULL_MS + 1, Number.NaN, '1000']) {
+      expect(() => new RedisStore({ redis, keepAfterFullMs: keepAfterFullMs as number })).toThrow(
+        /`keepAfterFullMs`/,
+      );
+    }
+    for (const keepAfterFullMs of [0, MAX_KEEP_AFTER_FULL_MS]) new RedisStore({ redis, keepAfterFullMs });
   });
 
   it('uses the prefix `tl` by default: `tl:{tag}:limitName`', async () => {
@@ -171,24 +182,40 @@ describe('key expiry', () => {
   // 10 tokens, 50 per second: an empty bucket is full again in 200 ms.
   const fast = defineLimit({ capacity: 10, refillPerSecond: 50, name: 'fast' });
 
-  it('keeps the key while the bucket drains, with PTTL ≤ time until full + margin', async () => {
-    const store = new RedisStore({ redis, prefix: uniquePrefix('ttl') });
-    const key = bucketKey(store.prefix, 'k', fast.name);
-    for (const cost of [5, 3, 2]) {
-      const clock = stopwatch();
-      const reply = await ops(store).take('k', [fast], cost);
-      const ttl = await redis.pttl(key);
-      const elapsed = clock();
-      expect(reply.ok).toBe(true);
-      expect(ttl).toBeLessThanOrEqual(reply.resetMs + KEY_TTL_MARGIN_MS);
-      // Never shorter than the time until full, less what passed between the take and PTTL.
-      expect(ttl).toBeGreaterThanOrEqual(reply.resetMs + KEY_TTL_MARGIN_MS - elapsed - 1);
-      expect(await redis.exists(key)).toBe(1);
+  it('keeps the key while the bucket drains, with PTTL = time until full + margin + keepAfterFullMs', async () => {
+    for (const keepAfterFullMs of [undefined, 0, 300]) {
+      const keep = keepAfterFullMs ?? DEFAULT_KEEP_AFTER_FULL_MS;
+      const store = new RedisStore({ redis, prefix: uniquePrefix('ttl'), keepAfterFullMs });
+      const key = bucketKey(store.prefix, 'k', fast.name);
+      for (const cost of [5, 3, 2]) {
+        const clock = stopwatch();
+        const reply = await ops(store).take('k', [fast], cost);
+        const ttl = await redis.pttl(key);
+        const elapsed = clock();
+        expect(reply.ok).toBe(true);
+        expect(ttl).toBeLessThanOrEqual(reply.resetMs + KEY_TTL_MARGIN_MS + keep);
+        // Never shorter than the time until full, less what passed between the take and PTTL.
+        expect(ttl).toBeGreaterThanOrEqual(reply.resetMs + KEY_TTL_MARGIN_MS + keep - elapsed - 1);
+        expect(await redis.exists(key)).toBe(1);
+      }
     }
   });
 
-  it('lets the key expire once the bucket would be full', async () => {
-    const store = new RedisStore({ redis, prefix: uniquePrefix('ttl') });
+  it('keeps a full bucket’s key keepAfterFullMs, reading as full, then lets it expire', async () => {
+    const store = new RedisStore({ redis, prefix: uniquePrefix('ttl'), keepAfterFullMs: 1000 });
+    const key = bucketKey(store.prefix, 'k', fast.name);
+    const clock = stopwatch();
+    expect(await ops(store).take('k', [fast], 10)).toMatchObject({ remaining: 0, resetMs: 200 });
+    await sleepAtLeast(400);
+    // Full for 200 ms or more: the key is still there, and what it holds reads as a full bucket.
+    expect(await ops(store).peek('k', [fast])).toMatchObject({ remaining: 10, resetMs: 0 });
+    if (clock() < 200 + KEY_TTL_MARGIN_MS + 1000) expect(await redis.exists(key)).toBe(1);
+    await sleepAtLeast(200 + KEY_TTL_MARGIN_MS + 1000 + 20 - clock());
+    expect(await redis.exists(key)).toBe(0);
+  });
+
+  it('lets the key expire once the bucket would be full, with keepAfterFullMs 0', async () => {
+    const store = new RedisStore({ redis, prefix: uniquePrefix('ttl'), keepAfterFullMs: 0 });
     const key = bucketKey(store.prefix, 'k', fast.name);
     const reply = await ops(store).take('k', [fast], 10);
     expect(reply).toMatchObject({ remaining: 0, resetMs: 200 });
@@ -202,7 +229,9 @@ describe('key expiry', () => {
     const store = new RedisStore({ redis, prefix: uniquePrefix('ttl') });
     const [fastKey, slowKey] = bucketKeys(store.prefix, 'k', [fast, slow]);
     await ops(store).take('k', [fast, slow], 2);
-    expect(await redis.pttl(fastKey!)).toBeLessThanOrEqual(40 + KEY_TTL_MARGIN_MS);
+    expect(await redis.pttl(fastKey!)).toBeLessThanOrEqual(
+      40 + KEY_TTL_MARGIN_MS + DEFAULT_KEEP_AFTER_FULL_MS,
+    );
     expect(await redis.pttl(slowKey!)).toBeGreaterThan(2_000_000 - 1000);
     await sleepAtLeast(30); // `fast` refills 1.5 tokens or more: 9.5 of 10; `slow` still 8
     await ops(store).credit('k', [fast, slow], 1);

@@ -13,7 +13,7 @@ import {
   perMinute,
   type SharedBucketState,
 } from '@tiered-limiter/core';
-import { bucketKey, KEY_TTL_MARGIN_MS, RedisStore } from '@tiered-limiter/redis';
+import { bucketKey, KEY_TTL_MARGIN_MS, MAX_KEEP_AFTER_FULL_MS, RedisStore } from '@tiered-limiter/redis';
 import { type RedisServer, startRedis, stopwatch, uniquePrefix } from '@tiered-limiter/test-harness';
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
@@ -51,10 +51,13 @@ function keysOf(user: string, limits: readonly LimitSpec[]): string[] {
   return limits.map((spec) => bucketKey(prefix, user, spec.name));
 }
 
-/** Runs ops through the script (real TIME, or `nowUs` injected) and reads the replies. */
-async function run(ops: BucketOp[], nowUs?: number) {
+/**
+ * Runs ops through the script (real TIME, or `nowUs` injected) and reads the replies; a key is
+ * kept `keepAfterFullMs` once full (0: it expires with the margin alone).
+ */
+async function run(ops: BucketOp[], nowUs?: number, keepAfterFullMs = 0) {
   const batch = ops.map((op) => ({ op, keys: keysOf(op.key, op.limits) }));
-  const [numKeys, ...rest] = encodeOps(batch);
+  const [numKeys, ...rest] = encodeOps(batch, keepAfterFullMs);
   if (nowUs !== undefined) await redis.set(clockKey, String(nowUs));
   const reply = await redis.eval(nowUs === undefined ? SCRIPTS.apply : CLOCKED, numKeys as number, ...rest);
   return readReplies(reply, batch);
@@ -290,27 +293,30 @@ describe('the call’s arguments', () => {
   it('carries the keys, then every number as one JSON array, then the heartbeats’ instances', () => {
     const spec = defineLimit({ capacity: 100, refillPerSecond: 0.5, name: 'args' });
     const limits = [spec];
-    const args = encodeOps([
-      { op: { key: 'u1', limits, take: 2, aheadMs: 20 }, keys: ['k1'] },
-      { op: FLEET, keys: ['fleet'], heartbeat: { instance: 'host-1, "a" [b]', ttlMs: 3000 } },
-      {
-        op: {
-          key: 'u2',
-          limits,
-          reserve: { want: 8, min: 1, holdMs: 1500 },
-          reports: [{ generation: 7, spent: 2, returned: 1 }],
+    const args = encodeOps(
+      [
+        { op: { key: 'u1', limits, take: 2, aheadMs: 20 }, keys: ['k1'] },
+        { op: FLEET, keys: ['fleet'], heartbeat: { instance: 'host-1, "a" [b]', ttlMs: 3000 } },
+        {
+          op: {
+            key: 'u2',
+            limits,
+            reserve: { want: 8, min: 1, holdMs: 1500 },
+            reports: [{ generation: 7, spent: 2, returned: 1 }],
+          },
+          keys: ['k2'],
         },
-        keys: ['k2'],
-      },
-    ]);
-    // E 3, S 1, the set (1 limit: 100, 0.5); take 2 with aheadMs 20 (flags 1 + 16); the heartbeat
-    // (set 0, instance 1, ttl); reserve 8/1/1500 with one report (flags 2 + 32).
+      ],
+      250,
+    );
+    // E 3, S 1, keep 250 ms; the set (1 limit: 100, 0.5); take 2 with aheadMs 20 (flags 1 + 16);
+    // the heartbeat (set 0, instance 1, ttl); reserve 8/1/1500 with one report (flags 2 + 32).
     expect(args).toEqual([
       3,
       'k1',
       'fleet',
       'k2',
-      '[3,1,1,100,0.5,1,17,2,20,0,1,3000,1,34,8,1,1500,1,7,2,1]',
+      '[3,1,250,1,100,0.5,1,17,2,20,0,1,3000,1,34,8,1,1500,1,7,2,1]',
       'host-1, "a" [b]',
     ]);
   });
@@ -318,7 +324,7 @@ describe('the call’s arguments', () => {
   it('registers an instance whatever its name holds: commas, quotes and brackets are not numbers', async () => {
     const fleet = `${prefix}:fleet:${newUser()}`;
     const name = 'host-1, "a" [b]';
-    const args = encodeOps([{ op: FLEET, keys: [fleet], heartbeat: { instance: name, ttlMs: 60_000 } }]);
+    const args = encodeOps([{ op: FLEET, keys: [fleet], heartbeat: { instance: name, ttlMs: 60_000 } }], 0);
     const [numKeys, ...rest] = args;
     const reply = await redis.eval(SCRIPTS.apply, numKeys as number, ...rest);
     expect(reply).toEqual([1, 1, 0, 0, 0, 0, 0]);
@@ -329,63 +335,72 @@ describe('the call’s arguments', () => {
 describe('apply.lua equals core’s applyBucketOp', () => {
   it('reply, stored state and TTL, bit for bit, over random states and ops', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(bucketArb, { minLength: 1, maxLength: 3 }), opArb, async (buckets, o) => {
-        const names = buckets.map((_, i) => `l${i}`);
-        const limits = buckets.map((b, i) =>
-          defineLimit({ capacity: b.spec.capacity, refillPerSecond: b.spec.refillPerSecond, name: names[i] }),
-        );
-        const states = buckets.map((b) => b.state);
-        const smallest = Math.min(...limits.map((l) => l.capacity));
-        const generations = [...new Set(states.flatMap((s) => s.held.map((g) => g.releaseUs)))];
-        const report =
-          o.report === null
-            ? undefined
-            : {
-                generation: generations[o.report.pick % Math.max(1, generations.length)] ?? ms(1),
-                spent: o.report.spent,
-                returned: o.report.returned,
-              };
-        const user = newUser();
-        const op: BucketOp = {
-          key: user,
-          limits,
-          ...(report ? { reports: [report] } : {}),
-          ...(o.credit > 0 ? { credit: o.credit } : {}),
-          ...(o.debit > 0 ? { debit: o.debit } : {}),
-          ...(o.aheadMs > 0 ? { aheadMs: o.aheadMs } : {}),
-          ...(o.kind === 'take' ? { take: 1 + (o.a % smallest) } : {}),
-          ...(o.kind === 'reserve'
-            ? {
-                reserve: {
-                  want: 1 + (o.a % smallest),
-                  min: 1 + (Math.min(o.a, o.b) % smallest),
-                  holdMs: o.holdMs,
-                },
-              }
-            : {}),
-        };
-        const keys = keysOf(user, limits);
-        for (let i = 0; i < keys.length; i++) await write(keys[i]!, states[i]!);
-        const before = await Promise.all(keys.map((k) => redis.get(k)));
-        const expected = model(states, limits, op, NOW);
-        const [reply] = await run([op], NOW);
-        expect(reply).toEqual(expected.reply);
-        const changed = report !== undefined || o.credit > 0 || o.debit > 0 || expected.reply.granted > 0;
-        for (let i = 0; i < keys.length; i++) {
-          const key = keys[i]!;
-          if (!changed) {
-            expect(await redis.get(key)).toEqual(before[i]);
-          } else if (isSharedBucketFull(expected.after[i]!, limits[i]!)) {
-            expect(await redis.exists(key)).toBe(0);
-          } else {
-            expect(await read(key)).toEqual(expected.after[i]);
-            const ttl = await redis.pttl(key);
-            const full = msUntilShared(expected.after[i]!, limits[i]!, limits[i]!.capacity, NOW);
-            expect(ttl).toBeLessThanOrEqual(full + KEY_TTL_MARGIN_MS);
-            expect(ttl).toBeGreaterThan(Math.min(full + KEY_TTL_MARGIN_MS, 2 ** 53) - 2000);
+      fc.asyncProperty(
+        fc.array(bucketArb, { minLength: 1, maxLength: 3 }),
+        opArb,
+        fc.integer({ min: 0, max: MAX_KEEP_AFTER_FULL_MS }),
+        async (buckets, o, keepMs) => {
+          const names = buckets.map((_, i) => `l${i}`);
+          const limits = buckets.map((b, i) =>
+            defineLimit({
+              capacity: b.spec.capacity,
+              refillPerSecond: b.spec.refillPerSecond,
+              name: names[i],
+            }),
+          );
+          const states = buckets.map((b) => b.state);
+          const smallest = Math.min(...limits.map((l) => l.capacity));
+          const generations = [...new Set(states.flatMap((s) => s.held.map((g) => g.releaseUs)))];
+          const report =
+            o.report === null
+              ? undefined
+              : {
+                  generation: generations[o.report.pick % Math.max(1, generations.length)] ?? ms(1),
+                  spent: o.report.spent,
+                  returned: o.report.returned,
+                };
+          const user = newUser();
+          const op: BucketOp = {
+            key: user,
+            limits,
+            ...(report ? { reports: [report] } : {}),
+            ...(o.credit > 0 ? { credit: o.credit } : {}),
+            ...(o.debit > 0 ? { debit: o.debit } : {}),
+            ...(o.aheadMs > 0 ? { aheadMs: o.aheadMs } : {}),
+            ...(o.kind === 'take' ? { take: 1 + (o.a % smallest) } : {}),
+            ...(o.kind === 'reserve'
+              ? {
+                  reserve: {
+                    want: 1 + (o.a % smallest),
+                    min: 1 + (Math.min(o.a, o.b) % smallest),
+                    holdMs: o.holdMs,
+                  },
+                }
+              : {}),
+          };
+          const keys = keysOf(user, limits);
+          for (let i = 0; i < keys.length; i++) await write(keys[i]!, states[i]!);
+          const before = await Promise.all(keys.map((k) => redis.get(k)));
+          const expected = model(states, limits, op, NOW);
+          const [reply] = await run([op], NOW, keepMs);
+          expect(reply).toEqual(expected.reply);
+          const changed = report !== undefined || o.credit > 0 || o.debit > 0 || expected.reply.granted > 0;
+          for (let i = 0; i < keys.length; i++) {
+            const key = keys[i]!;
+            if (!changed) {
+              expect(await redis.get(key)).toEqual(before[i]);
+            } else if (isSharedBucketFull(expected.after[i]!, limits[i]!)) {
+              expect(await redis.exists(key)).toBe(0);
+            } else {
+              expect(await read(key)).toEqual(expected.after[i]);
+              const ttl = await redis.pttl(key);
+              const full = msUntilShared(expected.after[i]!, limits[i]!, limits[i]!.capacity, NOW);
+              expect(ttl).toBeLessThanOrEqual(full + KEY_TTL_MARGIN_MS + keepMs);
+              expect(ttl).toBeGreaterThan(Math.min(full + KEY_TTL_MARGIN_MS, 2 ** 53) + keepMs - 2000);
+            }
           }
-        }
-      }),
+        },
+      ),
       { numRuns: 300 },
     );
   });
