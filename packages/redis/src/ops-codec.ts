@@ -17,12 +17,12 @@ const FLAG = { take: 1, reserve: 2, credit: 4, debit: 8, ahead: 16, reports: 32 
 
 /**
  * The arguments of one `apply.lua` call for `batch`: `numkeys, KEYS…`, then every number in the
- * layout the script's header gives as one JSON array (E, S, the ms a key is kept once its bucket is
- * full, then S limit sets of N capacity/rate pairs
- * shared by the entries, then per op its set and flags and only the fields the flags name; or
- * set 0, instance, ttlMs for a heartbeat), then the heartbeats' instances. One argument, not one
- * per number: ioredis spent about 0.35 µs writing each numeric argument, and Redis more making
- * each a Lua string than `cjson.decode` takes to read them all (a call of 30 ops carries 170).
+ * layout the script's header gives as one JSON array (E, S, the ms a key is kept once its bucket
+ * is full, S limit sets of N capacity/rate pairs shared by the entries, then per op its set and
+ * flags and only the fields the flags name; or set 0, instance, ttlMs for a heartbeat), then the
+ * heartbeats' instances. One argument, not one per number: ioredis spent about 0.35 µs writing
+ * each numeric argument, and Redis more making each a Lua string than `cjson.decode` takes to
+ * read them all (a call of 30 ops carries 170).
  */
 export function encodeOps(batch: readonly EncodableOp[], keepAfterFullMs: number): (string | number)[] {
   let numKeys = 0;
