@@ -64,3 +64,18 @@ export function limiter(store: GlobalStore, clock: FakeClock, options: Partial<T
   open.push(l);
   return l;
 }
+
+/**
+ * `count` requests as a load balancer spreads them: each at a random instance of `fleet`, on a
+ * random one of the keys `k0`…`k9` (the instance drawn first, then the key).
+ */
+export function* atRandom(
+  fleet: readonly TieredLimiter[],
+  random: () => number,
+  count: number,
+): Generator<readonly [TieredLimiter, string]> {
+  for (let i = 0; i < count; i++) {
+    const l = fleet[Math.floor(random() * fleet.length)]!;
+    yield [l, `k${Math.floor(random() * 10)}`];
+  }
+}

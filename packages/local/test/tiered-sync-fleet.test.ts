@@ -3,7 +3,7 @@ import { MemoryStore, type TieredLimiter } from '@tiered-limiter/local';
 import { type FakeClock, seededRandom } from '@tiered-limiter/test-harness';
 import { describe, expect, it } from 'vitest';
 import { expectBound, settle } from './lease-properties.js';
-import { CountingStore, fakeTime, limiter } from './sync-kit.js';
+import { atRandom, CountingStore, fakeTime, limiter } from './sync-kit.js';
 
 // The periodic sync at fleet scale (issue 11), on fake time: what the hot path answers alone,
 // what a lease borrows, a key held at its limit, and 200 instances sharing 10 keys.
@@ -288,9 +288,7 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
     const run = async (ms: number, count: boolean) => {
       for (let end = clock.now() + ms; clock.now() < end; ) {
         // 10,000 a second across the fleet: 20 requests every 2 ms, at random instances and keys.
-        for (let i = 0; i < 20; i++) {
-          const l = fleet[Math.floor(random() * fleet.length)]!;
-          const key = `k${Math.floor(random() * 10)}`;
+        for (const [l, key] of atRandom(fleet, random, 20)) {
           const d = l.tryConsume(key);
           if (count) counts.decisions++;
           if (!count) {

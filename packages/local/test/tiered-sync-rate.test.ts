@@ -2,7 +2,7 @@ import { defineLimit } from '@tiered-limiter/core';
 import { MemoryStore, type TieredLimiter } from '@tiered-limiter/local';
 import { seededRandom } from '@tiered-limiter/test-harness';
 import { describe, expect, it } from 'vitest';
-import { CountingStore, fakeTime, limiter } from './sync-kit.js';
+import { atRandom, CountingStore, fakeTime, limiter } from './sync-kit.js';
 
 // How the periodic sync measures a key's rate, which sizes the lease it asks for: on fake time,
 // read from the sync ops the store receives.
@@ -51,9 +51,7 @@ describe('TieredLimiter periodic sync: a key’s rate', () => {
     let decisions = 0;
     // 10,000 requests a second at random instances and 10 keys: 5 a second per instance and key.
     for (let ms = 0; ms < 4000; ms += 2) {
-      for (let i = 0; i < 20; i++) {
-        const l = fleet[Math.floor(random() * fleet.length)]!;
-        const key = `k${Math.floor(random() * 10)}`;
+      for (const [l, key] of atRandom(fleet, random, 20)) {
         if (l.tryConsume(key) !== undefined) continue;
         void l.consume(key);
         // The first second is every key's first hits: takes, then each lease's first refill.
