@@ -2,6 +2,7 @@ import { type BucketOp, type Decision, defineLimit, type GlobalStore } from '@ti
 import { MemoryStore, type TieredLimiter } from '@tiered-limiter/local';
 import { type FakeClock, seededRandom } from '@tiered-limiter/test-harness';
 import { describe, expect, it } from 'vitest';
+import { ROUND_SLICE } from '../src/tiered/round-pacer.js';
 import { expectBound, settle } from './lease-properties.js';
 import { atRandom, CountingStore, fakeTime, limiter } from './sync-kit.js';
 
@@ -137,7 +138,7 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
     expect(callsPerSecond).toBeLessThanOrEqual(200);
   });
 
-  it('sends a round’s next slice of 1,024 keys only once the store has answered the one before', async () => {
+  it('sends a round’s next slice of keys only once the store has answered the one before', async () => {
     const { clock, advance } = fakeTime();
     const inner = new MemoryStore({ clock });
     const ops: BucketOp[] = [];
@@ -155,22 +156,22 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
     const l = await threeSlices(store, clock);
     holding = true;
     const before = ops.length;
-    // The first round starts at the first period (55 ms) and weighs the 3,000 keys: three slices,
-    // due a third of half its new 5 s period apart.
-    await advance(100);
-    expect(ops.length - before).toBe(1024);
+    // The first round starts at the first period (278 ms) and weighs the keys: three slices, due a
+    // third of half its new 5 s period apart.
+    await advance(300);
+    expect(ops.length - before).toBe(ROUND_SLICE);
     await advance(4000);
-    expect(ops.length - before).toBe(1024);
+    expect(ops.length - before).toBe(ROUND_SLICE);
     for (const answer of held.splice(0)) answer();
     await advance(1000);
-    expect(ops.length - before).toBe(2048);
+    expect(ops.length - before).toBe(2 * ROUND_SLICE);
     holding = false;
     for (const answer of held.splice(0)) answer();
     await advance(1000);
     // Every key once: the round's last slice. The round outlasted its 5 s period, so the next one
     // starts as it ends (tested below), and its ops follow.
-    expect(ops.length - before).toBeGreaterThanOrEqual(3000);
-    expect(new Set(ops.slice(before, before + 3000).map((op) => op.key)).size).toBe(3000);
+    expect(ops.length - before).toBeGreaterThanOrEqual(KEYS);
+    expect(new Set(ops.slice(before, before + KEYS).map((op) => op.key)).size).toBe(KEYS);
     expect(l.stats().decisions.fallback).toBe(0);
   });
 
@@ -199,7 +200,7 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
     // expired before their next sync.
     expect(slices.slice(0, 3)).toEqual([0, 3_000, 6_000]);
     const secondRound = sent.filter((s) => s.atMs === first + 6_000).length;
-    expect(secondRound).toBeGreaterThan(3000 - 2048);
+    expect(secondRound).toBeGreaterThan(KEYS - 2 * ROUND_SLICE);
     // The first round's leases are held a period and a tenth, plus a period; the next round's
     // a round (6 s) and a tenth of a period, plus a round: 2 s longer.
     const holdOf = (s: { op: BucketOp }) => s.op.reserve?.holdMs;
@@ -231,8 +232,8 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
     for (let ms = 0; ms < 7_000; ms += 10) await advance(10);
     // Three slices, 833 ms apart (half of a 5 s period over three), each answered after 1 s: the
     // next leaves as the answer lands. Spaced from the answers, the third left at 3,666 ms.
-    expect(sentAt.length).toBeGreaterThanOrEqual(3000);
-    const slices = [...new Set(sentAt.slice(0, 3000))].map((ms) => ms - sentAt[0]!);
+    expect(sentAt.length).toBeGreaterThanOrEqual(KEYS);
+    const slices = [...new Set(sentAt.slice(0, KEYS))].map((ms) => ms - sentAt[0]!);
     expect(slices).toEqual([0, 1_000, 2_000]);
     slow = false;
     await advance(2_000);
@@ -263,6 +264,8 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
     for (let round = 0; round < 2; round++) {
       const before = ops.length;
       await advance((l.stats().syncPeriodMs ?? 0) + 1);
+      // The round's slices follow one another over half a period.
+      for (let ms = 0; ops.length - before < 700 && ms < 1_000; ms += 10) await advance(10);
       const sent = ops.slice(before);
       expect(sent.length).toBe(700);
       const groups = sent.map((op) => group(op.key));
@@ -316,20 +319,23 @@ describe('TieredLimiter periodic sync at fleet scale', () => {
   }, 60_000);
 });
 
+/** Keys `threeSlices` holds: two whole slices of a round and most of a third. */
+const KEYS = 3 * ROUND_SLICE - 72;
+
 /**
- * A limiter that has seen 3,000 keys once each, syncing at 20 calls a second: its rounds go in
- * three slices of up to 1,024 keys, half a 5 s period apart. A long timeout, so that a slow store
+ * A limiter that has seen `KEYS` keys twice each, syncing at 4 calls a second: its rounds go in
+ * three slices, half a 5 s period apart (the period's cap). A long timeout, so that a slow store
  * costs no policy decision.
  */
 async function threeSlices(store: GlobalStore, clock: FakeClock): Promise<TieredLimiter> {
   const l = limiter(store, clock, {
-    sync: { fleetCallsPerSecond: 20 },
+    sync: { fleetCallsPerSecond: 4 },
     instances: 1,
     maxKeys: 10_000,
     timeoutMs: 60_000,
   });
   // Twice each: a key's first hit is a take and a mark, its second makes the lease the sync weighs.
-  for (let i = 0; i < 3000; i++) {
+  for (let i = 0; i < KEYS; i++) {
     await l.consume(`k${i}`);
     await l.consume(`k${i}`);
   }

@@ -1,8 +1,14 @@
 import type { Clock } from '@tiered-limiter/core';
 import type { Lease } from './lease.js';
 
-/** Held keys a round goes through in one turn of the event loop: about a millisecond's work. */
-const ROUND_SLICE = 1024;
+/**
+ * Held keys a round goes through in one turn of the event loop. A key's visit and the op it sends
+ * cost Node 10–20 µs, so a slice of 1,024 held the loop for 10–20 ms: at a steady 25,000 decisions
+ * a second on 100,000 keys, the requests that waited on the store meanwhile took 17 ms at p99, and
+ * the slice's ops, alive until it was answered, were most of what the young-generation collector
+ * copied. At 256: 6 ms, collections 40 % shorter, and no slower in the closed loops.
+ */
+export const ROUND_SLICE = 256;
 
 /** What a round does with each lease, and what becomes of the round. */
 export interface RoundHooks {
