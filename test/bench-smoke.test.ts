@@ -65,6 +65,7 @@ const CLUSTER = (
     ],
   ] as const
 ).flatMap(([t, limiters]) => limiters.map((l) => `${l} · 100k keys · 100 at 10/s · 256 in flight · ${t}`));
+const LOAD = MANY.map((l) => `${l} · 100k keys Zipf · 100 at 10/s · 25,000/s`);
 const IDLE = 'other client · idle (nothing of the bench running)';
 const BUSY = 'other client · every core busy (spinning processes, no Redis traffic)';
 
@@ -86,6 +87,7 @@ interface Results {
     keys: Row[];
     cold: Row[];
     cluster: Row[];
+    load: Row[];
     accuracy: Row[];
     fleet: Row[];
   };
@@ -247,6 +249,36 @@ describe('pnpm bench --quick', () => {
     }
   });
 
+  it('produces the fixed-load rows: the load offered, what each limiter cost its process, against the peer', () => {
+    expect(results.rows.load.map((row) => row.name)).toEqual(LOAD);
+    for (const row of results.rows.load) {
+      expectAccounted(row);
+      expectFinite(row.name, row, [
+        'opsPerSecond',
+        'cpuUsPerDecision',
+        'cpuShare',
+        'awaitedShare',
+        'awaitedP99Ns',
+        'roundTripsPer1000',
+        'redisUsPerDecision',
+        'timesPeerCpu',
+      ]);
+      expectFinite(row.name, row.gc as Record<string, unknown>, ['pauses', 'totalMs', 'maxMs'], 'gc.');
+      // Paced, not a closed loop: every row is offered the same load, however fast it answers.
+      expect(row.opsPerSecond as number, row.name).toBeGreaterThan(0.9 * (row.offeredPerSecond as number));
+      expect(row.opsPerSecond as number, row.name).toBeLessThanOrEqual(
+        1.01 * (row.offeredPerSecond as number),
+      );
+      expect(row.cpuUsPerDecision as number, row.name).toBeGreaterThan(0);
+    }
+    // Every decision of the per-request limiters goes to Redis; most of the two-tier limiter's do not.
+    const share = (limiter: string) => results.rows.load.find((r) => r.limiter === limiter)!.awaitedShare;
+    expect(share('RateLimiterRedis')).toBe(1);
+    expect(share('RequestLimiter')).toBe(1);
+    expect(share('TieredLimiter') as number).toBeLessThan(1);
+    expect(results.headline.some((l) => l.startsWith('Fixed load, 25,000 decisions/s'))).toBe(true);
+  });
+
   it('measures what another Redis client sees with the bench idle, and with every core busy', () => {
     expect(results.rows.neighbours.map((row) => row.name)).toEqual([IDLE, BUSY]);
     for (const row of results.rows.neighbours) {
@@ -290,6 +322,7 @@ describe('pnpm bench --quick', () => {
       ...results.rows.keys,
       ...results.rows.cold,
       ...results.rows.cluster,
+      ...results.rows.load,
       ...results.rows.accuracy,
       ...results.rows.fleet,
     ].filter((row) => policyTotal(row) > 0 && (row.health as { redisHealthy: boolean }).redisHealthy);
@@ -300,7 +333,17 @@ describe('pnpm bench --quick', () => {
 
   it('writes the markdown, with a policy column and its ⚠ note, the JSON and the chart', () => {
     const md = readFileSync(join(out, 'latest.md'), 'utf8');
-    for (const name of [...MICRO, IDLE, ...ON_REDIS, ...KEYS, ...COLD, ...CLUSTER, ...ACCURACY, ...FLEET])
+    for (const name of [
+      ...MICRO,
+      IDLE,
+      ...ON_REDIS,
+      ...KEYS,
+      ...COLD,
+      ...CLUSTER,
+      ...LOAD,
+      ...ACCURACY,
+      ...FLEET,
+    ])
       expect(md).toContain(`| ${name} |`);
     expect(md).toContain('| policy |');
     expect(md).toContain('**⚠**: policy decisions while Redis answered every probe');

@@ -7,6 +7,7 @@ import type { ColdRow } from './cold.js';
 import type { FleetRow } from './fleet-sim.js';
 import { count, duration, markdownTable, percent, small, textTable, times } from './format.js';
 import type { Health } from './health.js';
+import type { LoadRow } from './load.js';
 import type { MicroRow } from './micro.js';
 import { BUSY_ROW, IDLE_ROW, type NeighbourRow } from './neighbours.js';
 import { type AnySection, type BenchSettings, grouped, type Named } from './section.js';
@@ -72,6 +73,30 @@ export function versions(): Record<string, string> {
 }
 
 /** The headline ratios, from whichever rows ran. */
+/** The fixed-load section's line: CPU per decision at the same offered load, and GC. */
+function loadLines(rows: readonly LoadRow[]): string[] {
+  const of = (limiter: string) => rows.find((r) => r.limiter === limiter);
+  const tiered = of('TieredLimiter');
+  const peer = of('RateLimiterRedis');
+  if (tiered === undefined || peer === undefined || rows.length === 0) return [];
+  const labels: [string, string][] = [
+    ['TieredLimiter', 'two-tier'],
+    ['TieredLimiter (optimistic)', 'optimistic'],
+    ['RequestLimiter', 'per-request'],
+    ['RateLimiterRedis', 'rate-limiter-flexible'],
+  ];
+  const cpu = labels.flatMap(([limiter, label]) => {
+    const row = of(limiter);
+    return row === undefined ? [] : [`${label} ${small(row.cpuUsPerDecision)} µs`];
+  });
+  const gcMsPerS = (r: LoadRow) => small((r.gc.totalMs * 1000) / r.elapsedMs);
+  return [
+    `Fixed load, ${count(tiered.offeredPerSecond)} decisions/s on 100k Zipf keys, CPU per decision: ${cpu.join(', ')} ` +
+      `(two-tier ${tiered.timesPeerCpu === null ? '—' : times(tiered.timesPeerCpu)} less); GC ${gcMsPerS(tiered)} ms/s ` +
+      `two-tier, ${gcMsPerS(peer)} ms/s the peer`,
+  ];
+}
+
 export function headline(rows: Readonly<Record<string, readonly Named[]>>): string[] {
   const lines: string[] = [];
   const redisRows = (rows.throughput ?? []) as readonly ThroughputRow[];
@@ -102,6 +127,7 @@ export function headline(rows: Readonly<Record<string, readonly Named[]>>): stri
   lines.push(...fleetLines((rows.fleet ?? []) as readonly FleetRow[]));
   lines.push(...coldLines((rows.cold ?? []) as readonly ColdRow[]));
   lines.push(...clusterLines((rows.cluster ?? []) as readonly ClusterRow[]));
+  lines.push(...loadLines((rows.load ?? []) as readonly LoadRow[]));
   lines.push(...neighbourLines(rows));
   lines.push(...accuracyLines((rows.accuracy ?? []) as readonly AccuracyRow[]));
   const micro = new Map(((rows.micro ?? []) as readonly MicroRow[]).map((r) => [r.name, r]));

@@ -11,6 +11,7 @@ export const SECTION_LOADERS: Readonly<Record<string, () => Promise<AnySection>>
   keys: async () => (await import('./keys.js')).keysSection,
   cold: async () => (await import('./cold.js')).coldSection,
   cluster: async () => (await import('./cluster.js')).clusterSection,
+  load: async () => (await import('./load.js')).loadSection,
   accuracy: async () => (await import('./accuracy.js')).accuracySection,
   fleet: async () => (await import('./fleet-sim.js')).fleetSection,
 };
