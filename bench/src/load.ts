@@ -3,10 +3,10 @@ import { commandDelta } from '@tiered-limiter/test-harness';
 import { type Accounted, columns, decisionWords } from './columns.js';
 import { count, duration, percent, small, times } from './format.js';
 import { type Health, loopCell, POLICY_NOTE, type PolicyCount, watchHealth } from './health.js';
-import { keysOf, MANY_KEYS } from './key-sets.js';
-import { DECLARED_INSTANCES, OPTIMISTIC } from './keys.js';
-import { requestLimiter, rlfRedis, THROUGHPUT_TIMEOUT_MS, tieredLimiter } from './limiters.js';
-import { BITES_10, peerLimitOf } from './limits.js';
+import { keysOf } from './key-sets.js';
+import { MANY_KEYS_LIMITERS } from './keys.js';
+import { THROUGHPUT_TIMEOUT_MS } from './limiters.js';
+import { BITES_10 } from './limits.js';
 import { PACED_TICK_MS, runPaced } from './paced-loop.js';
 import type { BenchSettings, Column, RunContext, Section, Task } from './section.js';
 import { STEADY_MEASURE_MS, STEADY_WARMUP_MS } from './throughput.js';
@@ -18,6 +18,7 @@ import { PEER, type ThroughputTask } from './throughput-row.js';
  * ran on), so that every row does the same work and only what it costs differs.
  */
 export const LOAD_PER_SECOND = 25_000;
+/** The many-keys rows' limit, as their limiters are set up for. */
 const LIMIT = BITES_10;
 
 export interface LoadTask extends Task {
@@ -56,27 +57,13 @@ export interface LoadRow extends Accounted {
 const nameOf = (limiter: string) =>
   `${limiter} · 100k keys Zipf · ${LIMIT.short} · ${count(LOAD_PER_SECOND)}/s`;
 
-const LIMITERS: readonly [string, ThroughputTask['make']][] = [
-  [
-    'TieredLimiter',
-    (redis, prefix) =>
-      tieredLimiter(redis, prefix, LIMIT.spec, { maxKeys: MANY_KEYS, instances: DECLARED_INSTANCES }),
-  ],
-  [
-    'TieredLimiter (optimistic)',
-    (redis, prefix) =>
-      tieredLimiter(redis, prefix, LIMIT.spec, {
-        maxKeys: MANY_KEYS,
-        instances: DECLARED_INSTANCES,
-        coldStart: OPTIMISTIC,
-      }),
-  ],
-  ['RequestLimiter', (redis, prefix) => requestLimiter(redis, prefix, LIMIT.spec)],
-  [PEER, (redis, prefix) => rlfRedis(redis, prefix, peerLimitOf(LIMIT.spec))],
-];
-
 export function loadTasks(): LoadTask[] {
-  return LIMITERS.map(([limiter, make]) => ({ name: nameOf(limiter), limiter, peer: nameOf(PEER), make }));
+  return MANY_KEYS_LIMITERS.map(([limiter, make]) => ({
+    name: nameOf(limiter),
+    limiter,
+    peer: nameOf(PEER),
+    make,
+  }));
 }
 
 /** Counts the process's garbage collections until `stop()`. */
