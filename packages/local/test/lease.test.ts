@@ -1,7 +1,8 @@
 import { defineLimit } from '@tiered-limiter/core';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { addGrant, forgetReleased, type Grant, Lease, takeReports } from '../src/tiered/lease.js';
+import { addGrant, type Grant, Lease } from '../src/tiered/lease.js';
+import { forgetReleased, takeReports } from '../src/tiered/lease-reports.js';
 
 const LIMIT = defineLimit({ name: 'l', capacity: 100, refillPerSecond: 10 });
 

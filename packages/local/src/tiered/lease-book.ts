@@ -1,6 +1,7 @@
 import type { Clock } from '@tiered-limiter/core';
 import { inCallGroupOrder } from './call-groups.js';
-import { drainLease, expireGrants, forgetReleased, type Lease, owes, owesHandBack } from './lease.js';
+import { drainLease, expireGrants, type Lease } from './lease.js';
+import { forgetReleased, owes, owesHandBack } from './lease-reports.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 import { RoundPacer } from './round-pacer.js';

@@ -1,5 +1,6 @@
 import type { BucketOp, LimitSpec } from '@tiered-limiter/core';
-import { type Lease, takeReports } from './lease.js';
+import type { Lease } from './lease.js';
+import { takeReports } from './lease-reports.js';
 import type { TieredConfig } from './options.js';
 
 /** Options of `Refiller.settle`: what a settle op carries beside the lease's reports. */

@@ -1,6 +1,7 @@
 import type { GlobalStore } from '@tiered-limiter/core';
 import { OPS_PER_CALL, syncPeriodMs } from './fleet-options.js';
-import { handBackExpiring, type Lease, owes } from './lease.js';
+import { handBackExpiring, type Lease } from './lease.js';
+import { owes } from './lease-reports.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 

@@ -1,0 +1,66 @@
+/** What a lease owes the store: spends and hand-backs it has not heard of, and taking them off the books. */
+
+import type { LeaseReport } from '@tiered-limiter/core';
+import { keepGrants, type Lease } from './lease.js';
+
+/** Whether the lease has spends or hand-backs the store has not heard of. */
+export function owes(lease: Lease): boolean {
+  for (const grant of lease.grants) if (grant.spent > 0 || grant.returning > 0) return true;
+  return false;
+}
+
+/**
+ * Whether the lease holds tokens that expired unspent: those must reach the store before their
+ * generation is released, or the room they hold is lost until then. Spends alone ride on the
+ * key's next op (or go with their generation): a call each would cost a round trip per key.
+ */
+export function owesHandBack(lease: Lease): boolean {
+  for (const grant of lease.grants) if (grant.returning > 0) return true;
+  return false;
+}
+
+/**
+ * The reports the store has not heard yet, taken off the lease's books (a report is sent once,
+ * never again, whatever becomes of its call), or `undefined` when there are none. Grants fully
+ * accounted for are dropped.
+ */
+export function takeReports(lease: Lease): LeaseReport[] | undefined {
+  let reports: LeaseReport[] | undefined;
+  const grants = lease.grants;
+  for (const grant of grants) {
+    if (grant.spent === 0 && grant.returning === 0) continue;
+    if (reports === undefined) reports = [];
+    reports.push({ generation: grant.generation, spent: grant.spent, returned: grant.returning });
+    grant.spent = 0;
+    grant.returning = 0;
+  }
+  if (reports !== undefined) {
+    // Swapped, not overwritten: the dropped grants gather at the end, for keepGrants to pop.
+    let kept = 0;
+    for (let i = 0; i < grants.length; i++) {
+      const grant = grants[i]!;
+      if (grant.left > 0) {
+        grants[i] = grants[kept]!;
+        grants[kept++] = grant;
+      }
+    }
+    keepGrants(lease, kept);
+  }
+  return reports;
+}
+
+/**
+ * Drops used-up grants that expired here before `expiredBeforeMs`: the store has released their
+ * generation by now, so their unreported spends are moot (it counted them as spent).
+ */
+export function forgetReleased(lease: Lease, expiredBeforeMs: number): void {
+  const grants = lease.grants;
+  let kept = 0;
+  for (let i = 0; i < grants.length; i++) {
+    const grant = grants[i]!;
+    if (grant.left === 0 && grant.returning === 0 && grant.expiresAtMs < expiredBeforeMs) continue;
+    grants[i] = grants[kept]!;
+    grants[kept++] = grant;
+  }
+  keepGrants(lease, kept);
+}
