@@ -72,13 +72,12 @@ export function versions(): Record<string, string> {
   return found;
 }
 
-/** The headline ratios, from whichever rows ran. */
 /** The fixed-load section's line: CPU per decision at the same offered load, and GC. */
 function loadLines(rows: readonly LoadRow[]): string[] {
   const of = (limiter: string) => rows.find((r) => r.limiter === limiter);
   const tiered = of('TieredLimiter');
   const peer = of('RateLimiterRedis');
-  if (tiered === undefined || peer === undefined || rows.length === 0) return [];
+  if (tiered === undefined || peer === undefined) return [];
   const labels: [string, string][] = [
     ['TieredLimiter', 'two-tier'],
     ['TieredLimiter (optimistic)', 'optimistic'],
@@ -97,6 +96,7 @@ function loadLines(rows: readonly LoadRow[]): string[] {
   ];
 }
 
+/** The headline ratios, from whichever rows ran. */
 export function headline(rows: Readonly<Record<string, readonly Named[]>>): string[] {
   const lines: string[] = [];
   const redisRows = (rows.throughput ?? []) as readonly ThroughputRow[];

@@ -1,7 +1,7 @@
 /** What a lease owes the store: spends and hand-backs it has not heard of, and taking them off the books. */
 
 import type { LeaseReport } from '@tiered-limiter/core';
-import { keepGrants, type Lease } from './lease.js';
+import { type Grant, keepGrants, type Lease } from './lease.js';
 
 /** Whether the lease has spends or hand-backs the store has not heard of. */
 export function owes(lease: Lease): boolean {
@@ -34,18 +34,7 @@ export function takeReports(lease: Lease): LeaseReport[] | undefined {
     grant.spent = 0;
     grant.returning = 0;
   }
-  if (reports !== undefined) {
-    // Swapped, not overwritten: the dropped grants gather at the end, for keepGrants to pop.
-    let kept = 0;
-    for (let i = 0; i < grants.length; i++) {
-      const grant = grants[i]!;
-      if (grant.left > 0) {
-        grants[i] = grants[kept]!;
-        grants[kept++] = grant;
-      }
-    }
-    keepGrants(lease, kept);
-  }
+  if (reports !== undefined) keepGrants(lease, hasTokens);
   return reports;
 }
 
@@ -54,13 +43,9 @@ export function takeReports(lease: Lease): LeaseReport[] | undefined {
  * generation by now, so their unreported spends are moot (it counted them as spent).
  */
 export function forgetReleased(lease: Lease, expiredBeforeMs: number): void {
-  const grants = lease.grants;
-  let kept = 0;
-  for (let i = 0; i < grants.length; i++) {
-    const grant = grants[i]!;
-    if (grant.left === 0 && grant.returning === 0 && grant.expiresAtMs < expiredBeforeMs) continue;
-    grants[i] = grants[kept]!;
-    grants[kept++] = grant;
-  }
-  keepGrants(lease, kept);
+  keepGrants(lease, (grant) => grant.left > 0 || grant.returning > 0 || grant.expiresAtMs >= expiredBeforeMs);
+}
+
+function hasTokens(grant: Grant): boolean {
+  return grant.left > 0;
 }

@@ -158,12 +158,20 @@ export function addGrant(lease: Lease, generation: number, expiresAtMs: number, 
 }
 
 /**
- * Keeps the first `kept` grants, the one it drops last becoming the lease's spare. It pops them
- * rather than setting `length`: an array emptied through its length gives up its storage, and
- * the key's next grant allocated it anew.
+ * Keeps the grants `keep` says, in their order; the one dropped last becomes the lease's spare.
+ * The kept ones are swapped to the front, so the dropped ones gather at the end and are popped:
+ * an array emptied through its `length` gives up its storage, and the key's next grant
+ * allocated it anew.
  */
-export function keepGrants(lease: Lease, kept: number): void {
+export function keepGrants(lease: Lease, keep: (grant: Grant) => boolean): void {
   const grants = lease.grants;
+  let kept = 0;
+  for (let i = 0; i < grants.length; i++) {
+    const grant = grants[i]!;
+    if (!keep(grant)) continue;
+    grants[i] = grants[kept]!;
+    grants[kept++] = grant;
+  }
   while (grants.length > kept) lease.spare = grants.pop();
 }
 
