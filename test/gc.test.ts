@@ -12,6 +12,7 @@ interface Report {
   readonly dropped: number;
   readonly alive: number;
   readonly finalized: number;
+  readonly heldClock: number;
   readonly sharedAtStart: boolean;
   readonly clockStill: boolean;
   readonly newClockAfter: boolean;
@@ -42,7 +43,9 @@ describe('memory of dropped and new limiters', () => {
   });
 
   it('stops the shared clock thread once no limiter is left', () => {
-    const { sharedAtStart, clockStill, newClockAfter } = report();
+    const { heldClock, sharedAtStart, clockStill, newClockAfter } = report();
+    // Each dropped limiter was busy enough to hold the thread when it was let go.
+    expect(heldClock).toBe(10);
     expect(sharedAtStart).toBe(true);
     // Its clock stopped moving, and the next user got a clock of its own.
     expect(clockStill).toBe(true);

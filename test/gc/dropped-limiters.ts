@@ -19,16 +19,28 @@ const registry = new FinalizationRegistry(() => {
 });
 const refs: WeakRef<object>[] = [];
 
-/** Builds a limiter, uses it (leases held, a sweep timer running), and lets go of it unclosed. */
+let heldClock = 0;
+
+/**
+ * Builds a limiter, uses it (leases held, a sweep timer running) busily enough that its hot path
+ * joins the shared clock thread (`HotClock`), and lets go of it unclosed.
+ */
 async function useAndDrop(i: number): Promise<void> {
   const limiter = new TieredLimiter({ store, limits: perSecond(100), failurePolicy: 'open' });
   for (let j = 0; j < 20; j++) limiter.tryConsume(`k${j % 3}`) ?? (await limiter.consume(`k${j % 3}`));
+  const deadline = performance.now() + 3_000;
+  while (!limiter.stats().clockThread && performance.now() < deadline) {
+    for (let j = 0; j < 5_000; j++) limiter.tryConsume('k0') ?? (await limiter.consume('k0'));
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  if (limiter.stats().clockThread) heldClock++;
   registry.register(limiter, i);
   refs.push(new WeakRef(limiter));
 }
 
 for (let i = 0; i < DROPPED; i++) await useAndDrop(i);
-// The clock the dropped limiters share: its worker runs while any of them is alive.
+// The clock the dropped limiters shared: a limiter lets it go at its first quiet tick, or when it is
+// collected, whichever comes first.
 const shared = acquireSharedClock();
 releaseSharedClock();
 const sharedAtStart = shared !== undefined;
@@ -93,6 +105,7 @@ console.log(
     alive,
     finalized,
     gcRounds: rounds,
+    heldClock,
     sharedAtStart,
     clockStill,
     newClockAfter: again !== shared,

@@ -1,11 +1,12 @@
 import type { Clock } from '@tiered-limiter/core';
 import { inCallGroupOrder } from './call-groups.js';
+import type { ClockHold, HotClock } from './hot-clock.js';
 import { drainLease, expireGrants, type Lease } from './lease.js';
 import { forgetReleased, owes, owesHandBack } from './lease-reports.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 import { RoundPacer } from './round-pacer.js';
-import { releaseSharedClock, touchSharedClock } from './shared-clock.js';
+import { releaseSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
 import type { Syncer } from './sync.js';
 
@@ -24,7 +25,7 @@ export class LeaseBook {
   readonly #clock: Clock;
   readonly #config: TieredConfig;
   readonly #timer: { handle: NodeJS.Timeout | undefined };
-  readonly #sharedClock: boolean;
+  readonly #hotClock: HotClock;
   readonly #syncer: Syncer | undefined;
   readonly #onFleet: (live: number) => void;
   readonly #groupOf: ((key: string) => number) | undefined;
@@ -43,7 +44,7 @@ export class LeaseBook {
     counters: TieredCounters,
     clock: Clock,
     config: TieredConfig,
-    sharedClock: boolean,
+    hotClock: HotClock,
     syncer: Syncer | undefined,
     onFleet: (live: number) => void,
     groupOf: ((key: string) => number) | undefined,
@@ -53,7 +54,7 @@ export class LeaseBook {
     this.#counters = counters;
     this.#clock = clock;
     this.#config = config;
-    this.#sharedClock = sharedClock;
+    this.#hotClock = hotClock;
     this.#syncer = syncer;
     this.#onFleet = onFleet;
     this.#groupOf = groupOf;
@@ -64,7 +65,7 @@ export class LeaseBook {
     this.#nextTickAtMs = clock.now() + firstMs;
     LeaseBook.#schedule(new WeakRef(this), timer, firstMs);
     this.#timer = timer;
-    dropped.register(owner, { timer, sharedClock }, this);
+    dropped.register(owner, { timer, clock: hotClock.hold }, this);
     this.#rounds = new RoundPacer(clock, () => syncer?.periodMs ?? config.sweepEveryMs, {
       visit: (lease, nowMs) => this.#visit(lease, nowMs),
       flush: () => this.#refiller.sendSyncs(),
@@ -181,7 +182,7 @@ export class LeaseBook {
     // Its timeout ends with the wait, its failure reported before close() resolves: the deadline's
     // timer ran first 2 times in 10, and the event went to no listener.
     await handBack;
-    if (this.#sharedClock) releaseSharedClock();
+    this.#hotClock.release();
   }
 
   /** Resolves once nothing is pending, hand-backs added while it waits included. */
@@ -244,7 +245,7 @@ export class LeaseBook {
    */
   #tick(): void {
     if (this.#timer.handle === undefined || !this.#rounds.mayStart()) return;
-    if (this.#sharedClock) touchSharedClock();
+    this.#hotClock.review(this.#clock.now());
     const syncer = this.#syncer;
     if (syncer !== undefined) {
       for (const lease of this.#promote(syncer.room(this.#holding.size))) this.#holding.add(lease);
@@ -288,8 +289,8 @@ export class LeaseBook {
 /** Limiters dropped without `close()`: their timer stops and the shared clock is released. */
 const dropped = new FinalizationRegistry<{
   timer: { handle: NodeJS.Timeout | undefined };
-  sharedClock: boolean;
+  clock: ClockHold;
 }>((held) => {
   clearTimeout(held.timer.handle);
-  if (held.sharedClock) releaseSharedClock();
+  if (held.clock.held) releaseSharedClock();
 });

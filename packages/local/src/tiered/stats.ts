@@ -62,6 +62,11 @@ export interface TieredLimiterStats extends LimiterStats {
   readonly instances: number | undefined;
   /** The periodic sync's period now, in ms (`undefined` without the sync). */
   readonly syncPeriodMs: number | undefined;
+  /**
+   * Whether the hot path reads the process's shared clock thread now: it does while it makes
+   * 250,000 decisions a second or more, and reads `performance.now()` below 100,000 (`HotClock`).
+   */
+  readonly clockThread: boolean;
 }
 
 /** The counters a `TieredLimiter` keeps; the hot path bumps `lease` and `allowed` directly. */
@@ -117,6 +122,7 @@ export function tieredStats(parts: TieredParts): TieredLimiterStats {
     keysSeenOnce: parts.sightings.size,
     instances: syncer?.instances ?? config.instances,
     syncPeriodMs: syncer?.periodMs,
+    clockThread: parts.hotClock.hold.held,
   };
 }
 

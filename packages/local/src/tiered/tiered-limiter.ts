@@ -41,7 +41,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
   readonly #parts: TieredParts;
   // The hot path's own references, one property load away.
   readonly #leases: TieredParts['leases'];
-  readonly #view: Float64Array | undefined;
+  readonly #hotClock: TieredParts['hotClock'];
   readonly #counts: TieredParts['store']['counts'];
   readonly #waiters = new KeyedQueue();
   readonly #closing = new AbortController();
@@ -62,7 +62,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     this.#maxCost = smallestCapacity(limits);
     this.#parts = parts;
     this.#leases = parts.leases;
-    this.#view = parts.view;
+    this.#hotClock = parts.hotClock;
     this.#counts = parts.store.counts;
   }
 
@@ -84,7 +84,8 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
   /**
    * The hot path: a decision from this instance's lease or remembered denial, synchronously, or
    * `undefined` when only the store can answer (then call `consume`). No promise, no timer; the
-   * clock is the shared clock thread's slot, a memory read. One allocation, the `Decision`.
+   * clock is `performance.now()`, or, while the hot path is busy, the shared clock thread's slot, a
+   * memory read (`HotClock`). One allocation, the `Decision`.
    * Throws for a bad key or cost, or a closed limiter.
    */
   tryConsume(key: string, cost = 1): Decision | undefined {
@@ -100,7 +101,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       this.#lastKey = key;
       this.#lastLease = lease;
     }
-    const view = this.#view;
+    const view = this.#hotClock.view;
     const now = view === undefined ? this.#parts.clock.now() : view[0]!;
     const grant = lease.head;
     if (grant !== undefined && grant.left >= cost && now < grant.expiresAtMs) {

@@ -7,12 +7,12 @@ import { ColdPath } from './cold-path.js';
 import { ColdStart } from './cold-start.js';
 import { FirstSightings, MIN_SIGHTING_WINDOW_MS } from './first-sightings.js';
 import { OPS_PER_CALL } from './fleet-options.js';
+import { HotClock } from './hot-clock.js';
 import { KeyAdmin } from './key-admin.js';
 import { Lease } from './lease.js';
 import { LeaseBook } from './lease-book.js';
 import { resolveTieredOptions, type TieredConfig, type TieredLimiterOptions } from './options.js';
 import { Refiller } from './refiller.js';
-import { acquireSharedClock } from './shared-clock.js';
 import { TieredCounters } from './stats.js';
 import { Syncer } from './sync.js';
 
@@ -34,8 +34,8 @@ export interface TieredHooks {
 export interface TieredParts {
   readonly config: TieredConfig;
   readonly clock: Clock;
-  /** The shared clock's slot, or `undefined` to read `clock` on every decision. */
-  readonly view: Float64Array | undefined;
+  /** What the hot path reads the time from: the shared clock's slot while busy, else `clock`. */
+  readonly hotClock: HotClock;
   readonly store: GuardedStore;
   readonly counters: TieredCounters;
   readonly refiller: Refiller;
@@ -65,7 +65,11 @@ export function wireTiered(
   const store = new GuardedStore(config.storeOptions, limits, clock, hooks.owner);
   const refiller = new Refiller(store, config, clock, counters, limitsNow);
   const leases = lruTable<string, Lease>(config.maxKeys, (lease) => hooks.evicted(lease));
-  const shared = options.clock === undefined && !config.exactClock ? acquireSharedClock() : undefined;
+  const hotClock = new HotClock(
+    options.clock === undefined && !config.exactClock,
+    clock.now(),
+    () => store.counts.lease,
+  );
   const syncer =
     config.sync === undefined
       ? undefined
@@ -81,7 +85,7 @@ export function wireTiered(
     counters,
     clock,
     config,
-    shared !== undefined,
+    hotClock,
     syncer,
     onFleet,
     groupOf,
@@ -109,7 +113,7 @@ export function wireTiered(
     parts: {
       config,
       clock,
-      view: shared?.view,
+      hotClock,
       store,
       counters,
       refiller,

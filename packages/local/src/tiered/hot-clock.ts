@@ -1,0 +1,76 @@
+import { acquireSharedClock, releaseSharedClock, touchSharedClock } from './shared-clock.js';
+
+/**
+ * Hot-path decisions a second from which a limiter reads the shared clock thread. The thread
+ * wakes every millisecond, and on a 2-core VM each wake-up cost 20–40 µs of CPU: 2–4 % of a core,
+ * what 300,000–570,000 `performance.now()` calls (70 ns each there) cost. Below this rate the
+ * thread cost a limiter more than it saved; an idle limiter with it used 30–47 ms of CPU a second.
+ */
+export const CLOCK_THREAD_FROM_PER_SECOND = 250_000;
+/** Hot-path decisions a second below which a limiter lets the shared clock thread go. */
+export const CLOCK_THREAD_UNTIL_PER_SECOND = 100_000;
+
+/** Whether a limiter holds the shared clock: what the finalizer of a limiter never closed releases. */
+export interface ClockHold {
+  held: boolean;
+}
+
+/**
+ * The clock a two-tier limiter's hot path reads. A process's shared clock thread turns each read
+ * into a memory load, at the CPU of a thread waking every millisecond; so a limiter reads
+ * `performance.now()` until its hot path is busy enough for the thread to pay, joins the thread
+ * then, and leaves it when it is quiet again (`review`, at each tick of its lease book). The
+ * two rates are apart so that a load near one of them does not start and stop the thread at
+ * every tick. Either clock is right while the event loop is blocked; the thread's is up to a few
+ * ms behind, which the store's grace covers (docs/ACCURACY.md, A2).
+ */
+export class HotClock {
+  /** The shared clock's slot while this limiter holds it; `undefined`: read the limiter's clock. */
+  view: Float64Array | undefined;
+  /** What the finalizer sees: the limiter holds the shared clock. */
+  readonly hold: ClockHold = { held: false };
+  readonly #allowed: boolean;
+  readonly #decisionsSoFar: () => number;
+  #decisions = 0;
+  #atMs: number;
+
+  /**
+   * `decisionsSoFar` counts the hot path's decisions since the limiter was made. `allowed` false
+   * (a clock of the caller's, or `exactClock`): the limiter's clock, always.
+   */
+  constructor(allowed: boolean, nowMs: number, decisionsSoFar: () => number) {
+    this.#allowed = allowed;
+    this.#atMs = nowMs;
+    this.#decisionsSoFar = decisionsSoFar;
+  }
+
+  /**
+   * Weighs the hot path's decisions since the last review, at `nowMs`: joins the shared clock
+   * when their rate reached `CLOCK_THREAD_FROM_PER_SECOND`, leaves it when it fell below
+   * `CLOCK_THREAD_UNTIL_PER_SECOND`.
+   */
+  review(nowMs: number): void {
+    const elapsedMs = nowMs - this.#atMs;
+    if (elapsedMs <= 0) return;
+    const decisions = this.#decisionsSoFar();
+    const perSecond = ((decisions - this.#decisions) * 1000) / elapsedMs;
+    this.#decisions = decisions;
+    this.#atMs = nowMs;
+    if (this.hold.held) {
+      if (perSecond < CLOCK_THREAD_UNTIL_PER_SECOND) this.release();
+      else touchSharedClock();
+    } else if (this.#allowed && perSecond >= CLOCK_THREAD_FROM_PER_SECOND) {
+      const shared = acquireSharedClock();
+      this.hold.held = true;
+      this.view = shared?.view;
+    }
+  }
+
+  /** Leaves the shared clock, if held (a quiet hot path, or `close()`). */
+  release(): void {
+    if (!this.hold.held) return;
+    this.hold.held = false;
+    this.view = undefined;
+    releaseSharedClock();
+  }
+}

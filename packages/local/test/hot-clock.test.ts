@@ -1,0 +1,150 @@
+import { perSecond } from '@tiered-limiter/core';
+import { MemoryStore, TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  CLOCK_THREAD_FROM_PER_SECOND,
+  CLOCK_THREAD_UNTIL_PER_SECOND,
+  HotClock,
+} from '../src/tiered/hot-clock.js';
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** A `HotClock` over a decision count the test sets, reviewed at times the test gives. */
+function counted(allowed = true) {
+  let decisions = 0;
+  const clock = new HotClock(allowed, 0, () => decisions);
+  /** `perSecond` decisions a second for `ms`, then a review at the end of them. */
+  let nowMs = 0;
+  const run = (perSecond: number, ms = 100) => {
+    decisions += (perSecond * ms) / 1000;
+    nowMs += ms;
+    clock.review(nowMs);
+  };
+  return { clock, run };
+}
+
+const held: HotClock[] = [];
+afterEach(() => {
+  for (const clock of held.splice(0)) clock.release();
+});
+
+describe('HotClock: the shared clock thread only while the hot path is busy', () => {
+  it('reads the limiter’s clock below the rate the thread pays for', () => {
+    const { clock, run } = counted();
+    held.push(clock);
+    run(CLOCK_THREAD_FROM_PER_SECOND - 1_000);
+    expect(clock.hold.held).toBe(false);
+    expect(clock.view).toBeUndefined();
+  });
+
+  it('joins the thread at the rate, and its slot follows the time', async () => {
+    const { clock, run } = counted();
+    held.push(clock);
+    run(CLOCK_THREAD_FROM_PER_SECOND);
+    expect(clock.hold.held).toBe(true);
+    const view = clock.view;
+    expect(view).toBeInstanceOf(Float64Array);
+    const first = view![0]!;
+    expect(Math.abs(first - performance.now())).toBeLessThan(1_000);
+    // The worker rewrites the slot every millisecond once it runs (it takes up to ~150 ms to start).
+    const deadline = performance.now() + 3_000;
+    while (view![0] === first && performance.now() < deadline) await sleep(10);
+    expect(view![0]).toBeGreaterThan(first);
+  });
+
+  it('keeps the thread between the two rates, and lets it go below the lower one', () => {
+    const { clock, run } = counted();
+    held.push(clock);
+    run(CLOCK_THREAD_FROM_PER_SECOND * 2);
+    run((CLOCK_THREAD_FROM_PER_SECOND + CLOCK_THREAD_UNTIL_PER_SECOND) / 2);
+    expect(clock.hold.held).toBe(true);
+    run(CLOCK_THREAD_UNTIL_PER_SECOND);
+    expect(clock.hold.held).toBe(true);
+    run(CLOCK_THREAD_UNTIL_PER_SECOND - 1_000);
+    expect(clock.hold.held).toBe(false);
+    expect(clock.view).toBeUndefined();
+    // And joins again when busy again.
+    run(CLOCK_THREAD_FROM_PER_SECOND);
+    expect(clock.hold.held).toBe(true);
+  });
+
+  it('never joins when it may not (a clock of the caller’s, or exactClock)', () => {
+    const { clock, run } = counted(false);
+    held.push(clock);
+    run(CLOCK_THREAD_FROM_PER_SECOND * 100);
+    expect(clock.hold.held).toBe(false);
+    expect(clock.view).toBeUndefined();
+  });
+
+  it('lets go once, however often it is released', () => {
+    const { clock, run } = counted();
+    run(CLOCK_THREAD_FROM_PER_SECOND);
+    clock.release();
+    clock.release();
+    expect(clock.hold.held).toBe(false);
+    expect(clock.view).toBeUndefined();
+  });
+});
+
+describe('TieredLimiter: which clock its hot path reads', () => {
+  const open: TieredLimiter[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((limiter) => limiter.close()));
+  });
+
+  const make = (options: Partial<TieredLimiterOptions> = {}) => {
+    // One instance: a sync period of 20 ms, so the lease book's ticks (its reviews) come often.
+    const limiter = new TieredLimiter({
+      store: new MemoryStore(),
+      limits: perSecond(100),
+      failurePolicy: 'open',
+      instances: 1,
+      ...options,
+    });
+    open.push(limiter);
+    return limiter;
+  };
+
+  /**
+   * Bursts of decisions on one key (admitted, then remembered denials: nearly all on the hot path;
+   * one the hot path cannot answer, once a denial ends, goes to the store), a turn of the event
+   * loop between them, until `done()` or `ms` passed. A burst of 5,000 takes a few ms: far above
+   * the rate the thread starts at, even on 2 loaded cores.
+   */
+  const busy = async (limiter: TieredLimiter, done: () => boolean, ms: number) => {
+    const deadline = performance.now() + ms;
+    while (!done() && performance.now() < deadline) {
+      for (let i = 0; i < 5_000; i++) limiter.tryConsume('hot') ?? (await limiter.consume('hot'));
+      await turn();
+    }
+  };
+
+  it('reads performance.now() while quiet, joins the thread while busy, and leaves it when quiet again', async () => {
+    const limiter = make();
+    for (let i = 0; i < 50; i++) limiter.tryConsume('hot') ?? (await limiter.consume('hot'));
+    await sleep(100);
+    expect(limiter.stats().clockThread).toBe(false);
+
+    await busy(limiter, () => limiter.stats().clockThread, 3_000);
+    expect(limiter.stats().clockThread).toBe(true);
+
+    const deadline = performance.now() + 2_000;
+    while (limiter.stats().clockThread && performance.now() < deadline) await sleep(10);
+    expect(limiter.stats().clockThread).toBe(false);
+  });
+
+  it('never joins with exactClock', async () => {
+    const limiter = make({ exactClock: true });
+    await busy(limiter, () => limiter.stats().clockThread, 300);
+    expect(limiter.stats().clockThread).toBe(false);
+  });
+
+  it('lets the thread go on close()', async () => {
+    const limiter = make();
+    await busy(limiter, () => limiter.stats().clockThread, 3_000);
+    expect(limiter.stats().clockThread).toBe(true);
+    await limiter.close();
+    expect(limiter.stats().clockThread).toBe(false);
+  });
+});
