@@ -14,8 +14,8 @@ const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 function counted(allowed = true) {
   let decisions = 0;
   const clock = new HotClock(allowed, 0, () => decisions);
-  /** `perSecond` decisions a second for `ms`, then a review at the end of them. */
   let nowMs = 0;
+  /** `perSecond` decisions a second for `ms`, then a review at the end of them. */
   const run = (perSecond: number, ms = 100) => {
     decisions += (perSecond * ms) / 1000;
     nowMs += ms;

@@ -122,7 +122,7 @@ export function tieredStats(parts: TieredParts): TieredLimiterStats {
     keysSeenOnce: parts.sightings.size,
     instances: syncer?.instances ?? config.instances,
     syncPeriodMs: syncer?.periodMs,
-    clockThread: parts.hotClock.hold.held,
+    clockThread: parts.hotClock.view !== undefined,
   };
 }
 
