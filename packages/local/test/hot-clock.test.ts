@@ -43,14 +43,51 @@ describe('HotClock: the shared clock thread only while the hot path is busy', ()
     held.push(clock);
     run(CLOCK_THREAD_FROM_PER_SECOND);
     expect(clock.hold.held).toBe(true);
+    // The slot is read from the first review that finds the worker writing it.
+    const started = performance.now() + 3_000;
+    while (clock.view === undefined && performance.now() < started) {
+      await sleep(10);
+      run(CLOCK_THREAD_FROM_PER_SECOND);
+    }
     const view = clock.view;
     expect(view).toBeInstanceOf(Float64Array);
     const first = view![0]!;
     expect(Math.abs(first - performance.now())).toBeLessThan(1_000);
-    // The worker rewrites the slot every millisecond once it runs (it takes up to ~150 ms to start).
+    // The worker rewrites the slot every millisecond.
     const deadline = performance.now() + 3_000;
     while (view![0] === first && performance.now() < deadline) await sleep(10);
     expect(view![0]).toBeGreaterThan(first);
+  });
+
+  it('reads the limiter’s clock until the thread has written the time', () => {
+    let running = false;
+    const slot = new Float64Array(1);
+    let holders = 0;
+    const source = {
+      acquire: () => {
+        holders++;
+        return { view: slot, running: () => running };
+      },
+      release: () => {
+        holders--;
+      },
+    };
+    let decisions = 0;
+    const clock = new HotClock(true, 0, () => decisions, source);
+    decisions += CLOCK_THREAD_FROM_PER_SECOND / 10;
+    clock.review(100);
+    expect(clock.hold.held).toBe(true);
+    expect(clock.view).toBeUndefined();
+    decisions += CLOCK_THREAD_FROM_PER_SECOND / 10;
+    clock.review(200);
+    expect(clock.view).toBeUndefined();
+    running = true;
+    decisions += CLOCK_THREAD_FROM_PER_SECOND / 10;
+    clock.review(300);
+    expect(clock.view).toBe(slot);
+    clock.release();
+    expect(clock.view).toBeUndefined();
+    expect(holders).toBe(0);
   });
 
   it('keeps the thread between the two rates, and lets it go below the lower one', () => {

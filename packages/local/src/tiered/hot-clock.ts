@@ -1,4 +1,9 @@
-import { acquireSharedClock, releaseSharedClock, touchSharedClock } from './shared-clock.js';
+import {
+  acquireSharedClock,
+  releaseSharedClock,
+  type SharedClock,
+  touchSharedClock,
+} from './shared-clock.js';
 
 /**
  * Hot-path decisions a second from which a limiter reads the shared clock thread. The thread
@@ -9,6 +14,14 @@ import { acquireSharedClock, releaseSharedClock, touchSharedClock } from './shar
 export const CLOCK_THREAD_FROM_PER_SECOND = 250_000;
 /** Hot-path decisions a second below which a limiter lets the shared clock thread go. */
 export const CLOCK_THREAD_UNTIL_PER_SECOND = 100_000;
+
+/** Where a `HotClock` gets the shared clock from and gives it back: the process's, or a test's. */
+export interface ClockSource {
+  acquire(): SharedClock | undefined;
+  release(): void;
+}
+
+const PROCESS_CLOCK: ClockSource = { acquire: acquireSharedClock, release: releaseSharedClock };
 
 /** Whether a limiter holds the shared clock: what the finalizer of a limiter never closed releases. */
 export interface ClockHold {
@@ -21,16 +34,20 @@ export interface ClockHold {
  * `performance.now()` until its hot path is busy enough for the thread to pay, joins the thread
  * then, and leaves it when it is quiet again (`review`, at each tick of its lease book). The
  * two rates are apart so that a load near one of them does not start and stop the thread at
- * every tick. Either clock is right while the event loop is blocked; the thread's is up to a few
- * ms behind, which the store's grace covers (docs/ACCURACY.md, A2).
+ * every tick, and the slot is read only once the thread has written it (a review after it runs).
+ * Either clock is right while the event loop is blocked; the thread's is up to a few ms behind,
+ * which the store's grace covers (docs/ACCURACY.md, A2).
  */
 export class HotClock {
-  /** The shared clock's slot while this limiter holds it; `undefined`: read the limiter's clock. */
+  /** The shared clock's slot while this limiter holds it and its worker runs; `undefined`: read the limiter's clock. */
   view: Float64Array | undefined;
   /** What the finalizer sees: the limiter holds the shared clock. */
   readonly hold: ClockHold = { held: false };
   readonly #allowed: boolean;
   readonly #decisionsSoFar: () => number;
+  readonly #source: ClockSource;
+  /** The shared clock while held: its slot is read once its worker has written the time. */
+  #shared: SharedClock | undefined;
   #decisions = 0;
   #atMs: number;
 
@@ -38,10 +55,11 @@ export class HotClock {
    * `decisionsSoFar` counts the hot path's decisions since the limiter was made. `allowed` false
    * (a clock of the caller's, or `exactClock`): the limiter's clock, always.
    */
-  constructor(allowed: boolean, nowMs: number, decisionsSoFar: () => number) {
+  constructor(allowed: boolean, nowMs: number, decisionsSoFar: () => number, source = PROCESS_CLOCK) {
     this.#allowed = allowed;
     this.#atMs = nowMs;
     this.#decisionsSoFar = decisionsSoFar;
+    this.#source = source;
   }
 
   /**
@@ -57,13 +75,22 @@ export class HotClock {
     this.#decisions = decisions;
     this.#atMs = nowMs;
     if (this.hold.held) {
-      if (perSecond < CLOCK_THREAD_UNTIL_PER_SECOND) this.release();
-      else touchSharedClock();
+      if (perSecond < CLOCK_THREAD_UNTIL_PER_SECOND) {
+        this.release();
+        return;
+      }
+      touchSharedClock();
     } else if (this.#allowed && perSecond >= CLOCK_THREAD_FROM_PER_SECOND) {
-      const shared = acquireSharedClock();
+      this.#shared = this.#source.acquire();
       this.hold.held = true;
-      this.view = shared?.view;
     }
+    this.#readShared();
+  }
+
+  /** Reads the shared clock's slot from now on, once its worker has written the time (`SharedClock.running`). */
+  #readShared(): void {
+    const shared = this.#shared;
+    if (this.view === undefined && shared !== undefined && shared.running()) this.view = shared.view;
   }
 
   /** Leaves the shared clock, if held (a quiet hot path, or `close()`). */
@@ -71,6 +98,7 @@ export class HotClock {
     if (!this.hold.held) return;
     this.hold.held = false;
     this.view = undefined;
-    releaseSharedClock();
+    this.#shared = undefined;
+    this.#source.release();
   }
 }

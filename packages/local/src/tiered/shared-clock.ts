@@ -3,8 +3,8 @@ import { Worker } from 'node:worker_threads';
 /**
  * The worker's loop, as CommonJS source (an `eval` worker needs no file on disk, so the built
  * packages carry no extra asset). It writes the monotonic clock, in `performance.now()`'s
- * timeline of the main thread, into slot 0 every millisecond, and sleeps on slot 0 of `control`
- * until the main thread asks it to stop.
+ * timeline of the main thread, into slot 0 every millisecond, says so in slot 1 of `control`, and
+ * sleeps on slot 0 of `control` until the main thread asks it to stop.
  */
 const WORKER_SOURCE = `
 const { workerData } = require('node:worker_threads');
@@ -13,6 +13,7 @@ const control = new Int32Array(workerData.control);
 const offset = workerData.offset;
 while (Atomics.load(control, 0) === 0) {
   view[0] = Number(process.hrtime.bigint()) / 1e6 - offset;
+  Atomics.store(control, 1, 1);
   Atomics.wait(control, 0, 0, 1);
 }
 `;
@@ -35,6 +36,12 @@ while (Atomics.load(control, 0) === 0) {
 export interface SharedClock {
   /** Slot 0 is the time, in ms of this thread's `performance.now()`; read it directly on hot paths. */
   readonly view: Float64Array;
+  /**
+   * Whether the worker has written the time yet. From its start to its first write (53–158 ms on
+   * a 2-core machine, more with both cores busy) the slot stands still: a hot path that read it
+   * then kept remembered denials past their end, and a hot key at its limit lost admissions.
+   */
+  running(): boolean;
 }
 
 let shared: { clock: SharedClock; worker: Worker | undefined; control: Int32Array } | undefined;
@@ -74,7 +81,7 @@ export function touchSharedClock(): void {
 
 function start(): { clock: SharedClock; worker: Worker | undefined; control: Int32Array } {
   const clockBuffer = new SharedArrayBuffer(8);
-  const controlBuffer = new SharedArrayBuffer(4);
+  const controlBuffer = new SharedArrayBuffer(8);
   const view = new Float64Array(clockBuffer);
   const control = new Int32Array(controlBuffer);
   view[0] = performance.now();
@@ -93,7 +100,7 @@ function start(): { clock: SharedClock; worker: Worker | undefined; control: Int
   } catch {
     worker = undefined;
   }
-  return { clock: { view }, worker, control };
+  return { clock: { view, running: () => Atomics.load(control, 1) === 1 }, worker, control };
 }
 
 /**
