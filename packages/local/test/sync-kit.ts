@@ -17,6 +17,11 @@ export class CountingStore implements GlobalStore {
     this.#inner = inner;
   }
 
+  /** The store this one counts for. */
+  get inner(): MemoryStore {
+    return this.#inner;
+  }
+
   apply(op: BucketOp): Promise<BucketReply> {
     this.ops.push(op);
     return this.#inner.apply(op);

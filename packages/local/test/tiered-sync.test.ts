@@ -3,6 +3,7 @@ import { MemoryStore, TieredLimiter, type TieredLimiterOptions } from '@tiered-l
 import { FakeClock } from '@tiered-limiter/test-harness';
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
+import { IDLE_BEAT_MS } from '../src/tiered/sync.js';
 import { expectBound, playBursts, request, settle } from './lease-properties.js';
 import { CountingStore, fakeTime, limiter } from './sync-kit.js';
 
@@ -15,7 +16,9 @@ describe('TieredLimiter periodic sync', () => {
     // out-of-band calls).
     expect(fleet[0]!.stats().syncPeriodMs).toBe(111);
     await advance(100);
-    await advance(300);
+    // Holding no key, each beats once per IDLE_BEAT_MS at most: the first two learn of the third
+    // at their next beat, 444 and 555 ms in. Time goes in steps, so that each tick reads its own.
+    for (let ms = 100; ms < 700; ms += 10) await advance(10);
     // Three live instances: 3 ÷ 9 per second, and every stats() says so.
     expect(fleet.map((l) => l.stats().instances)).toEqual([3, 3, 3]);
     expect(fleet.map((l) => l.stats().syncPeriodMs)).toEqual([333, 333, 333]);
@@ -29,9 +32,33 @@ describe('TieredLimiter periodic sync', () => {
     limiter(store, clock, { instances: 2, sync: { fleetCallsPerSecond: 20 } });
     const seen: unknown[] = [];
     declared.on('fleet', (info) => seen.push(info));
-    await advance(100);
-    await advance(150);
+    // Idle, it beats again once IDLE_BEAT_MS has passed since its first beat (111 ms), at the tick
+    // of 444 ms. Time goes in steps, so that each tick reads its own.
+    for (let ms = 0; ms < 500; ms += 10) await advance(10);
     expect(seen).toContainEqual({ instances: 3, declared: 2 });
+  });
+
+  it('beats once per IDLE_BEAT_MS while it holds no key, every period while it does, and stays registered', async () => {
+    const { clock, advance } = fakeTime();
+    const idleStore = new CountingStore(new MemoryStore({ clock }));
+    const idle = limiter(idleStore, clock, { sync: { fleetCallsPerSecond: 20 } });
+    // The busy one shares the idle one's buckets and fleet registry, through a store of its own.
+    const busyStore = new CountingStore(idleStore.inner);
+    const busy = limiter(busyStore, clock, { sync: { fleetCallsPerSecond: 20 } });
+    const seenByBusy = new Set<number | undefined>();
+    for (let ms = 0; ms < 2000; ms += 5) {
+      busy.tryConsume('hot') ?? (await busy.consume('hot'));
+      await advance(5);
+      if (ms >= 300) seenByBusy.add(busy.stats().instances);
+    }
+    // Two instances: a 111 ms period, 18 periods in 2 s.
+    expect(busy.stats().syncPeriodMs).toBe(111);
+    expect(busyStore.heartbeats).toBeGreaterThanOrEqual(16);
+    expect(idleStore.heartbeats).toBeLessThanOrEqual(2000 / IDLE_BEAT_MS + 1);
+    expect(idleStore.heartbeats).toBeGreaterThanOrEqual(2000 / (IDLE_BEAT_MS + 111) - 1);
+    // Its registration never lapsed: the busy one counted it at every step; and it knows the fleet.
+    expect([...seenByBusy]).toEqual([2]);
+    expect(idle.stats().instances).toBe(2);
   });
 
   it('leases a hot key ahead of demand and makes about one op per period for it', async () => {

@@ -250,7 +250,8 @@ export class LeaseBook {
     if (syncer !== undefined) {
       for (const lease of this.#promote(syncer.room(this.#holding.size))) this.#holding.add(lease);
       syncer.round(this.#holding.size);
-      void syncer.beat().then((live) => {
+      const idle = this.#holding.size === 0 && this.#owing.size === 0;
+      void syncer.beat(this.#clock.now(), idle).then((live) => {
         if (live !== undefined) this.#onFleet(live);
       });
     }
