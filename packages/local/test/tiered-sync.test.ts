@@ -61,6 +61,31 @@ describe('TieredLimiter periodic sync', () => {
     expect(idle.stats().instances).toBe(2);
   });
 
+  it('wakes once per IDLE_BEAT_MS while it holds no key, and every period from the moment it holds one', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new CountingStore(new MemoryStore({ clock }));
+    const l = limiter(store, clock, { sync: { fleetCallsPerSecond: 20 }, instances: 1 });
+    const periodMs = l.stats().syncPeriodMs!;
+    expect(periodMs).toBeLessThan(IDLE_BEAT_MS / 4);
+    // Idle for 1 s: every timer it sets is its lease book's next tick (no request, no store call
+    // waiting on a timeout).
+    const timers = vi.spyOn(globalThis, 'setTimeout');
+    for (let ms = 0; ms < 1000; ms += 10) await advance(10);
+    expect(timers.mock.calls.length).toBeLessThanOrEqual(1000 / IDLE_BEAT_MS + 1);
+    // 10 ms past an idle tick (it beat), a key is asked for until the sync holds it: its first
+    // hit is a take, the next one makes its lease. The next tick, which syncs it and beats, comes
+    // a period later, not at the next idle tick.
+    const idleBeats = store.heartbeats;
+    while (store.heartbeats === idleBeats) await advance(5);
+    await advance(10);
+    for (let i = 0; i < 3; i++) l.tryConsume('k') ?? (await l.consume('k'));
+    const beatsBefore = store.heartbeats;
+    const heldAtMs = clock.now();
+    while (clock.now() < heldAtMs + periodMs + 10) await advance(5);
+    expect(store.heartbeats).toBeGreaterThan(beatsBefore);
+    expect(store.ops.some((op) => op.key === 'k' && op.background === true)).toBe(true);
+  });
+
   it('leases a hot key ahead of demand and makes about one op per period for it', async () => {
     const { clock, advance } = fakeTime();
     const store = new CountingStore(new MemoryStore({ clock }));
