@@ -1,4 +1,5 @@
 import type { Clock } from '@tiered-limiter/core';
+import { BookTimer } from './book-timer.js';
 import { inCallGroupOrder } from './call-groups.js';
 import type { ClockHold, HotClock } from './hot-clock.js';
 import { drainLease, expireGrants, type Lease } from './lease.js';
@@ -24,15 +25,13 @@ export class LeaseBook {
   readonly #counters: TieredCounters;
   readonly #clock: Clock;
   readonly #config: TieredConfig;
-  readonly #timer: { handle: NodeJS.Timeout | undefined };
+  readonly #timer: BookTimer<LeaseBook>;
   readonly #hotClock: HotClock;
   readonly #syncer: Syncer | undefined;
   readonly #onFleet: (live: number) => void;
   readonly #groupOf: ((key: string) => number) | undefined;
   /** Leases for up to `room` keys first seen since the last round (`ColdPath.promote`). */
   readonly #promote: (room: number) => readonly Lease[];
-  /** When the timer is due next: with the sync, when every held key next gets its share. */
-  #nextTickAtMs: number;
   /** The pace of the rounds the timer starts: a slice a turn, the next as a late one ends. */
   readonly #rounds: RoundPacer;
   /** While `close()` runs: how much of its wait is left, in ms. */
@@ -62,50 +61,27 @@ export class LeaseBook {
     this.#groupOf = groupOf;
     this.#promote = promote;
     refiller.onReply((lease, leased, dry) => this.#replied(lease, leased, dry));
-    const timer: { handle: NodeJS.Timeout | undefined } = { handle: undefined };
     const firstMs = syncer?.periodMs ?? config.sweepEveryMs;
-    this.#nextTickAtMs = clock.now() + firstMs;
-    LeaseBook.#schedule(new WeakRef(this), timer, firstMs);
-    this.#timer = timer;
-    dropped.register(owner, { timer, clock: hotClock.hold }, this);
+    this.#timer = new BookTimer<LeaseBook>(this, LeaseBook.#onTimer, clock, firstMs);
+    dropped.register(owner, { timer: this.#timer, clock: hotClock.hold }, this);
     this.#rounds = new RoundPacer(clock, () => syncer?.periodMs ?? config.sweepEveryMs, {
       visit: (lease, nowMs) => this.#visit(lease, nowMs),
       flush: () => this.#refiller.sendSyncs(),
-      running: () => this.#timer.handle !== undefined,
+      running: () => this.#timer.running,
       ended: (tookMs) => syncer?.roundTook(tookMs),
       again: () => this.#tick(),
     });
   }
 
-  /**
-   * The book's timer, made outside the constructor: V8 gives every closure of one scope the same
-   * context, and the constructor's `onReply` arrow puts `this` in it, so a timer made there held
-   * the book (and through it the limiter) strongly. Here it holds only the WeakRef; it runs the
-   * sweep, or the sync, and schedules itself again at the period in force.
-   */
-  static #schedule(
-    book: WeakRef<LeaseBook>,
-    timer: { handle: NodeJS.Timeout | undefined },
-    ms: number,
-  ): void {
-    timer.handle = setTimeout(() => {
-      const self = book.deref();
-      if (self === undefined || self.#timer.handle === undefined) return;
-      self.#tick();
-      const nextMs = self.#nextDelayMs();
-      self.#nextTickAtMs = self.#clock.now() + nextMs;
-      LeaseBook.#schedule(book, timer, nextMs);
-    }, ms);
-    // A limiter's timers never keep a process alive.
-    timer.handle.unref();
+  /** The timer's tick, and the ms to the next; static, so the timer holds no closure over the book. */
+  static #onTimer(book: LeaseBook): number {
+    book.#tick();
+    return book.#nextDelayMs();
   }
 
   /**
    * How long the timer waits for its next tick: a period, or, with the sync holding no key and
-   * nothing owed, the idle beat's interval. A wake-up costs this VM 170 µs of CPU after a 22 ms
-   * sleep, and an idle limiter told of 4 instances woke every 22 ms: 20 ms of CPU a second, twice
-   * what the same limiter cost with `sync: false`. The first key held or hand-back owed wakes
-   * the timer back to the period (`#wake`).
+   * nothing owed, the idle beat's interval (a wake-up is what an idle limiter costs: DECISIONS).
    */
   #nextDelayMs(): number {
     const syncer = this.#syncer;
@@ -114,19 +90,11 @@ export class LeaseBook {
     return this.#idle ? Math.max(syncer.periodMs, IDLE_BEAT_MS) : syncer.periodMs;
   }
 
-  /**
-   * Brings an idle timer's next tick forward to a period from now, if it is due later: a key just
-   * held must be synced before its grant, which lives a period and a little, runs out.
-   */
+  /** Brings an idle timer's next tick to a period from now: a key just held is synced before its grant runs out. */
   #wake(): void {
-    if (!this.#idle || this.#timer.handle === undefined) return;
+    if (!this.#idle) return;
     this.#idle = false;
-    const periodMs = this.#syncer?.periodMs ?? this.#config.sweepEveryMs;
-    const atMs = this.#clock.now() + periodMs;
-    if (this.#nextTickAtMs <= atMs) return;
-    clearTimeout(this.#timer.handle);
-    this.#nextTickAtMs = atMs;
-    LeaseBook.#schedule(new WeakRef(this), this.#timer, periodMs);
+    this.#timer.bringForward(this.#syncer?.periodMs ?? this.#config.sweepEveryMs);
   }
 
   /** Tokens held in leases now. */
@@ -189,8 +157,7 @@ export class LeaseBook {
    */
   async close(leases: readonly Lease[], clearTable: () => void): Promise<void> {
     const startedAtMs = this.#clock.now();
-    clearTimeout(this.#timer.handle);
-    this.#timer.handle = undefined;
+    this.#timer.stop();
     dropped.unregister(this);
     const waitMs = () => Math.max(1, this.#config.closeTimeoutMs - (this.#clock.now() - startedAtMs));
     this.#closingWait = waitMs;
@@ -256,7 +223,8 @@ export class LeaseBook {
   #denied(lease: Lease): void {
     const syncer = this.#syncer;
     if (syncer === undefined || !syncer.atLimit(lease, this.#clock.now())) return;
-    if (lease.deniedUntilMs < this.#nextTickAtMs) lease.deniedUntilMs = this.#nextTickAtMs;
+    const nextTickAtMs = this.#timer.nextAtMs;
+    if (lease.deniedUntilMs < nextTickAtMs) lease.deniedUntilMs = nextTickAtMs;
   }
 
   #settle(lease: Lease): void {
@@ -280,7 +248,7 @@ export class LeaseBook {
    * a slice at a time (`RoundPacer`).
    */
   #tick(): void {
-    if (this.#timer.handle === undefined || !this.#rounds.mayStart()) return;
+    if (!this.#timer.running || !this.#rounds.mayStart()) return;
     this.#hotClock.review(this.#clock.now());
     const syncer = this.#syncer;
     if (syncer !== undefined) {
@@ -324,10 +292,7 @@ export class LeaseBook {
 }
 
 /** Limiters dropped without `close()`: their timer stops and the shared clock is released. */
-const dropped = new FinalizationRegistry<{
-  timer: { handle: NodeJS.Timeout | undefined };
-  clock: ClockHold;
-}>((held) => {
-  clearTimeout(held.timer.handle);
+const dropped = new FinalizationRegistry<{ timer: BookTimer<LeaseBook>; clock: ClockHold }>((held) => {
+  held.timer.stop();
   if (held.clock.held) releaseSharedClock();
 });
