@@ -264,6 +264,20 @@ describe('TieredLimiter optimistic cold start', () => {
     expect(l.tryConsume('k70')).toMatchObject({ allowed: true, tier: 'local' });
   });
 
+  it('takes the mark of a key first taken the exact way when the key starts on credit', async () => {
+    const { l } = optimistic();
+    for (let i = 0; i < 64; i++) l.tryConsume(`k${i}`);
+    // 64 charges wait: a new key goes the exact way, a take and a mark.
+    expect(l.tryConsume('late')).toBeUndefined();
+    expect(await l.consume('late')).toMatchObject({ allowed: true, tier: 'global' });
+    expect(l.stats()).toMatchObject({ keysSeenOnce: 1 });
+    await settle();
+    await settle();
+    // Back once the charges are answered: on credit, and no longer a key seen once.
+    expect(l.tryConsume('late')).toMatchObject({ allowed: true, tier: 'local' });
+    expect(l.stats()).toMatchObject({ keys: 65, keysSeenOnce: 0 });
+  });
+
   it('starts a key optimistically again only a spacing later, even when its lease left the table', async () => {
     // One key at a time in the table: each new key evicts the other.
     const { clock, l } = optimistic({
