@@ -52,4 +52,19 @@ describe('TieredLimiter keys seen once, and the sync round', () => {
     expect((await l.consume('new-35')).allowed).toBe(true);
     expect(l.stats()).toMatchObject({ keys: 33, keysSeenOnce: 7 });
   });
+
+  it('forgets the marks two windows on though no new key comes to turn them over', async () => {
+    const { l, advance } = fleetMember();
+    for (let i = 0; i < 40; i++) await l.consume(`new-${i}`);
+    await advance(600);
+    expect(l.stats()).toMatchObject({ keys: 32, keysSeenOnce: 8 });
+    // A mark lives one to two windows (the 5 s floor here): by 10 s none is left.
+    await advance(4_400);
+    expect(l.stats().keysSeenOnce).toBe(8);
+    await advance(5_100);
+    expect(l.stats().keysSeenOnce).toBe(0);
+    // Back now, a key is new again: a take and a mark.
+    expect((await l.consume('new-39')).allowed).toBe(true);
+    expect(l.stats()).toMatchObject({ keys: 32, keysSeenOnce: 1 });
+  });
 });

@@ -146,6 +146,7 @@ export class ColdPath {
   promote(room: number): Lease[] {
     const leases: Lease[] = [];
     const now = this.#parts.clock.now();
+    this.#sightings.age(now);
     for (const key of this.#sightings.recent()) {
       if (leases.length >= room) break;
       const seenAtMs = this.#sightings.take(key, now);

@@ -43,6 +43,22 @@ export class FirstSightings {
 
   /** Marks `key` as first seen at `nowMs`. */
   mark(key: string, nowMs: number): void {
+    this.#turn(nowMs, this.#current.size >= this.#maxKeys);
+    this.#current.set(key, nowMs);
+    if (this.#recent.length < this.#recentCap) this.#recent.push(key);
+  }
+
+  /**
+   * Drops the generations the window has passed at `nowMs`, as a mark would. Called by each sync
+   * round and before a count: marks turned over only when a new key came, so after a spell of
+   * new keys a limiter that saw no more kept them, and counted them as seen once, for good.
+   */
+  age(nowMs: number): void {
+    this.#turn(nowMs, false);
+  }
+
+  /** A new generation when the current one is a window old or `full`; none left when both are past. */
+  #turn(nowMs: number, full: boolean): void {
     const elapsedMs = nowMs - this.#startedAtMs;
     const windowMs = this.#windowMs();
     if (elapsedMs >= 2 * windowMs) {
@@ -50,13 +66,11 @@ export class FirstSightings {
       this.#previous = new Map();
       this.#current = new Map();
       this.#startedAtMs = nowMs;
-    } else if (elapsedMs >= windowMs || this.#current.size >= this.#maxKeys) {
+    } else if (elapsedMs >= windowMs || full) {
       this.#previous = this.#current;
       this.#current = new Map();
       this.#startedAtMs = nowMs;
     }
-    this.#current.set(key, nowMs);
-    if (this.#recent.length < this.#recentCap) this.#recent.push(key);
   }
 
   /** The first keys marked since the last call (some may have a lease by now), and starts anew. */

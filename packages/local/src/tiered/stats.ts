@@ -99,8 +99,9 @@ export class TieredCounters {
 
 /** A `TieredLimiterStats` snapshot of a limiter's parts. */
 export function tieredStats(parts: TieredParts): TieredLimiterStats {
-  const { store, counters: c, book, syncer, config, leases } = parts;
+  const { store, counters: c, book, syncer, config, leases, sightings } = parts;
   const counts = store.counts;
+  sightings.age(parts.clock.now());
   return {
     decisions: { lease: counts.lease, global: counts.global, fallback: counts.fallback },
     allowed: counts.allowed,
@@ -119,7 +120,7 @@ export function tieredStats(parts: TieredParts): TieredLimiterStats {
     fallbackMs: store.guard.degradedMs,
     degraded: store.guard.degraded,
     keys: leases.size,
-    keysSeenOnce: parts.sightings.size,
+    keysSeenOnce: sightings.size,
     instances: syncer?.instances ?? config.instances,
     syncPeriodMs: syncer?.periodMs,
     clockThread: parts.hotClock.view !== undefined,
