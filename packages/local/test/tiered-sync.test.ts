@@ -117,7 +117,9 @@ describe('TieredLimiter periodic sync', () => {
       l.tryConsume('k') ?? (await l.consume('k'));
       await advance(5);
     }
-    for (let i = 0; i < 10; i++) await advance(50);
+    // A second's quiet, long enough for the key's last grants (it turned quiet, so they live two
+    // periods and the sync between sends nothing) to expire and go back with a sync.
+    for (let i = 0; i < 20; i++) await advance(50);
     const returned = store.ops.flatMap((op) => op.reports ?? []).reduce((sum, r) => sum + r.returned, 0);
     expect(l.stats().tokensExpired).toBeGreaterThan(0);
     expect(returned).toBe(l.stats().tokensExpired);

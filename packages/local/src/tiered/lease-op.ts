@@ -11,8 +11,29 @@ export interface SettleOptions {
   readonly debit?: number | undefined;
 }
 
-/** What a lease asks of the store, beside the reports it owes. */
-export type Ask = { take: number } | { want: number; min: number } | undefined;
+/**
+ * What a lease asks of the store, beside the reports it owes: a take, or a lease of `want` tokens
+ * (at least `min`) that lives `spans` sync intervals (1 unless said).
+ */
+export type Ask = { take: number } | { want: number; min: number; spans?: number } | undefined;
+
+/**
+ * How long the grant `ask` brings lives here: `ttlMs`, and a sync interval (`spanMs`) more for
+ * each interval beyond the first it spans. The store holds it as much longer (`leaseOp`), so a
+ * token is still spent before its generation is released (docs/ACCURACY.md, Fact 3).
+ */
+export function grantLifeMs(ask: Ask, timing: TieredConfig['timing']): number {
+  const spans = ask !== undefined && 'want' in ask && ask.spans !== undefined ? ask.spans : 1;
+  return spansLifeMs(spans, timing);
+}
+
+/**
+ * How long a grant that spans `spans` sync intervals lives here: `ttlMs`, and `spanMs` more for
+ * each beyond the first.
+ */
+export function spansLifeMs(spans: number, timing: TieredConfig['timing']): number {
+  return timing.ttlMs + (spans - 1) * timing.spanMs;
+}
 
 /**
  * The op for `lease` under `limits`: what it owes (its reports and debt, taken off its books now,
@@ -42,7 +63,12 @@ export function leaseOp(
   if (background) op.background = true;
   if (ask !== undefined) {
     if ('take' in ask) op.take = ask.take;
-    else op.reserve = { want: ask.want, min: ask.min, holdMs: timing.holdMs };
+    else
+      op.reserve = {
+        want: ask.want,
+        min: ask.min,
+        holdMs: timing.holdMs - timing.ttlMs + grantLifeMs(ask, timing),
+      };
     if (timing.aheadMs > 0) op.aheadMs = timing.aheadMs;
   }
   return op;

@@ -102,10 +102,11 @@ export interface TieredLimiterOptions extends StoreLimiterOptions {
 export interface TieredConfig {
   /**
    * How long a grant lives here (`ttlMs`), how long the store holds it (`holdMs`: `ttlMs` plus
-   * the grace), and how much refill a lease may borrow (`aheadMs`: the sync period, else 0).
-   * Mutable: with the periodic sync, all three follow the sync period.
+   * the grace), how much refill a lease may borrow (`aheadMs`: the sync period, else 0), and how
+   * much longer a grant that spans more than one sync interval lives per interval (`spanMs`: the
+   * interval, else 0). Mutable: with the periodic sync, all four follow the sync period.
    */
-  readonly timing: { ttlMs: number; holdMs: number; aheadMs: number };
+  readonly timing: { ttlMs: number; holdMs: number; aheadMs: number; spanMs: number };
   readonly lowWater: number;
   readonly batch: BatchPolicy;
   readonly maxKeys: number;
@@ -169,7 +170,7 @@ export function resolveTieredOptions(
     );
   }
   return {
-    timing: { ttlMs, holdMs: ttlMs + graceMs, aheadMs: 0 },
+    timing: { ttlMs, holdMs: ttlMs + graceMs, aheadMs: 0, spanMs: 0 },
     instances,
     graceMs,
     sync,

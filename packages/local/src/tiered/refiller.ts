@@ -11,7 +11,7 @@ import type { GuardResult } from '../guard/store-guard.js';
 import { allAnswered } from './all-answered.js';
 import { BatchSizer } from './batch-size.js';
 import type { Lease } from './lease.js';
-import { type Ask, leaseOp, type SettleOptions, takeOp, unreported } from './lease-op.js';
+import { type Ask, grantLifeMs, leaseOp, type SettleOptions, takeOp, unreported } from './lease-op.js';
 import type { TieredConfig } from './options.js';
 import { applyReply, returned } from './reply.js';
 import { touchSharedClock } from './shared-clock.js';
@@ -120,8 +120,8 @@ export class Refiller {
    * (or none). Joins nothing and is joined by waiters, like a refill. The op waits with the
    * round's others until `sendSyncs()`.
    */
-  sync(lease: Lease, want: number): void {
-    this.#syncs.add(lease, want);
+  sync(lease: Lease, want: number, spans = 1): void {
+    this.#syncs.add(lease, want, spans);
   }
 
   /**
@@ -139,8 +139,8 @@ export class Refiller {
         const sentAt = this.#clock.now();
         const sent: Promise<void>[] = [];
         for (const sync of syncs) {
-          const { lease, want } = sync;
-          const ask = want > 0 ? { want, min: 1 } : undefined;
+          const { lease, want, spans } = sync;
+          const ask = want > 0 ? { want, min: 1, spans } : undefined;
           sent.push(
             this.#exchange(lease, ask, true, sentAt).then((reply) =>
               finish(sync, { ok: true, value: reply }),
@@ -251,12 +251,14 @@ export class Refiller {
    * lease; what a failed op carried is counted unreported, never resent.
    */
   #exchange(lease: Lease, ask: Ask, background: boolean, sentAt: number): Promise<BucketReply> {
+    // The grant's life is fixed with its op: a reply that lands after a retime keeps the hold it was sent with.
+    const lifeMs = grantLifeMs(ask, this.#config.timing);
     const op = this.#op(lease, ask, background) ?? { key: lease.key, limits: this.#limits() };
     if (op.reserve !== undefined || op.take !== undefined) this.#counters.refills++;
     else this.#counters.refunds++;
     return this.#store.store.apply(op).then(
       (reply) => {
-        this.#apply(lease, op, reply, sentAt);
+        this.#apply(lease, op, reply, sentAt, lifeMs);
         return reply;
       },
       (error: unknown) => {
@@ -277,7 +279,7 @@ export class Refiller {
     return leaseOp(lease, ask, background, this.#limits(), this.#config.timing, credit, debit);
   }
 
-  #apply(lease: Lease, op: BucketOp, reply: BucketReply, sentAt: number): void {
+  #apply(lease: Lease, op: BucketOp, reply: BucketReply, sentAt: number, lifeMs?: number): void {
     // A reply is a moment the main thread runs anyway: bring the shared clock up to date too.
     touchSharedClock();
     const { leased, dry } = applyReply(
@@ -288,6 +290,7 @@ export class Refiller {
       this.#clock.now(),
       this.#counters,
       this.#config,
+      lifeMs,
     );
     this.#onReply(lease, leased, dry);
   }

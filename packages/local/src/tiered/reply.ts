@@ -11,8 +11,9 @@ export interface ReplyEffect {
 }
 
 /**
- * Applies the store's `reply` to `op` (sent at `sentAt`) to `lease` at `nowMs`: the grant or the
- * take's token, what the bucket has left, and a denial to remember; counts it in `counters`.
+ * Applies the store's `reply` to `op` (sent at `sentAt`) to `lease` at `nowMs`: the grant (good
+ * here for `lifeMs` from `sentAt`) or the take's token, what the bucket has left, and a denial to
+ * remember; counts it in `counters`.
  */
 export function applyReply(
   lease: Lease,
@@ -22,6 +23,7 @@ export function applyReply(
   nowMs: number,
   counters: TieredCounters,
   config: TieredConfig,
+  lifeMs: number = config.timing.ttlMs,
 ): ReplyEffect {
   counters.latency(nowMs - sentAt);
   counters.tokensRefunded += returned(op);
@@ -33,7 +35,7 @@ export function applyReply(
     counters.tokensLeased += leased;
     // A token's life here counts from when it was asked for, before the store granted it; the
     // store counts its hold from the grant, later, and holds it longer still.
-    addGrant(lease, reply.generation, sentAt + config.timing.ttlMs, leased);
+    addGrant(lease, reply.generation, sentAt + lifeMs, leased);
     // With the periodic sync the next lease comes with the next sync, not at a low-water mark.
     lease.lowWater = config.sync === undefined ? Math.ceil(leased * config.lowWater) : -1;
   }

@@ -6,6 +6,8 @@ import type { Lease } from './lease.js';
 export interface PendingSync {
   readonly lease: Lease;
   readonly want: number;
+  /** Sync intervals the grant lives (`Ask.spans`). */
+  readonly spans: number;
   readonly call: Promise<GuardResult<BucketReply>>;
   readonly resolve: (result: GuardResult<BucketReply>) => void;
 }
@@ -17,13 +19,13 @@ export interface PendingSync {
 export class SyncBatch {
   #syncs: PendingSync[] = [];
 
-  /** Adds `lease`'s sync of `want` tokens, unless a call is already out for it. */
-  add(lease: Lease, want: number): void {
+  /** Adds `lease`'s sync of `want` tokens living `spans` intervals, unless a call is already out for it. */
+  add(lease: Lease, want: number, spans: number): void {
     if (lease.refill !== undefined) return;
     let resolve!: (result: GuardResult<BucketReply>) => void;
     const call = new Promise<GuardResult<BucketReply>>((r) => (resolve = r));
     lease.refill = call;
-    this.#syncs.push({ lease, want, call, resolve });
+    this.#syncs.push({ lease, want, spans, call, resolve });
   }
 
   /** The syncs added since the last `take()`; the batch starts empty again. */

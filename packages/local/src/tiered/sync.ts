@@ -2,6 +2,7 @@ import type { GlobalStore } from '@tiered-limiter/core';
 import { OPS_PER_CALL, syncPeriodMs } from './fleet-options.js';
 import { handBackExpiring, type Lease } from './lease.js';
 import { owes } from './lease-reports.js';
+import { covers, leaseWant, MIN_EXPECTED, QUIET_SHARE, QUIET_SPANS } from './lease-size.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 
@@ -9,8 +10,6 @@ import type { Refiller } from './refiller.js';
 const RATE_WEIGHT = 0.25;
 /** Periods after its first sample that a key's rate is a plain mean over, before the moving average. */
 const MEAN_PERIODS = 1 / RATE_WEIGHT;
-/** Requests a key must expect per lease lifetime for the sync to lease for it: below, it is sparse. */
-const MIN_EXPECTED = 0.35;
 /** How long a sync's round trip may take under load: what the grant it replaces keeps back for. */
 const BRIDGE_MS = 20;
 /** The longest a key seen once is taken to stay away: its demand is one request over this, at most. */
@@ -28,7 +27,8 @@ export const IDLE_BEAT_MS = 250;
  * what expired, reports what was spent, and leases what the key will need until just after the
  * next sync: its rate (the mean over its first four periods, then an EWMA) times `T + δ`, plus
  * three standard deviations of a Poisson count, capped by a fair share of the limit and a quarter
- * of what the bucket has left. The store gathers these ops into a call per 32 keys, so a fleet
+ * of what the bucket has left; a quiet key (`QUIET_SHARE`) is leased for two intervals and skipped
+ * at the sync between. The store gathers these ops into a call per 32 keys, so a fleet
  * makes about `instances ÷ T` sync calls a second whatever its request rate, and leaves the rest
  * of its budget to the refills of keys that ran dry between syncs. Each sync also tells the store
  * this instance is alive and reads how many are: the period and the fair share follow the live
@@ -168,6 +168,12 @@ export class Syncer {
     }
     lease.askedAtSync = lease.asked;
     lease.syncedAtMs = nowMs;
+    const quiet = this.#quiet(lease, nowMs);
+    // A quiet key's grant from the sync before still covers it until after the next: nothing to
+    // send. What it owes (spends, and the few tokens the grant before kept to bridge the wait for
+    // this one) rides with its next op, an interval later; until then it holds room in a bucket
+    // the fleet is far from emptying.
+    if (quiet && this.#covered(lease, nowMs)) return 0;
     // What the grant this sync replaces still holds goes back with it, but for what the key may
     // spend while the new grant is on its way: held tokens take the bucket's room, and a fleet
     // holding last period's leftovers too outgrows it. What the bridge keeps is held a period
@@ -179,9 +185,32 @@ export class Syncer {
       nowMs + this.#periodMs,
       Math.round(bridging + 2 * Math.sqrt(bridging)),
     );
-    const want = this.#want(lease, nowMs, current || lease.grants.length > 0);
-    if (want > 0 || owes(lease)) this.#refiller.sync(lease, want);
+    const spans = quiet ? QUIET_SPANS : 1;
+    const leasing = current || lease.grants.length > 0;
+    const { timing } = this.#config;
+    const batch = this.#refiller.batching.policy;
+    const want = leaseWant(lease, nowMs, this.#periodMs, timing, batch, leasing, spans);
+    if (want > 0 || owes(lease)) this.#refiller.sync(lease, want, spans);
     return back;
+  }
+
+  /**
+   * Whether the fleet asks for `lease`'s key at most `QUIET_SHARE` of its refill rate, by this
+   * instance's demand measured over a period at least: a key first seen shortly before a sync
+   * reads slow, and a grant sized for that rate and held two intervals ran dry before the next.
+   */
+  #quiet(lease: Lease, nowMs: number): boolean {
+    if (nowMs - lease.rateFromMs < this.#periodMs) return false;
+    return this.#demand(lease, nowMs) * this.instances <= QUIET_SHARE * lease.limit.refillPerMs;
+  }
+
+  /**
+   * Whether `lease` holds, in grants that outlive the next sync by half a fresh grant's overlap
+   * (the rest allows for rounds that start a little early or late), what the key needs over a
+   * grant's life.
+   */
+  #covered(lease: Lease, nowMs: number): boolean {
+    return covers(lease, nowMs + this.#periodMs + this.#slackMs / 2, this.#config.timing.ttlMs);
   }
 
   /** Whether the fleet's demand for `lease`'s key reaches its refill rate: this instance's times the fleet. */
@@ -223,7 +252,7 @@ export class Syncer {
 
   /**
    * Whether `lease` is worth syncing on: it holds tokens, owes reports, or has the demand a sync
-   * leases for (`#want`'s threshold: a lower one would drop a key the sync still serves, and its
+   * leases for (`leaseWant`'s threshold: a lower one would drop a key the sync still serves, and its
    * next request would cost a take of its own). A key synced lately keeps the lower threshold of
    * a key that leases, so that a rate near it, measured over a few periods, does not flap.
    */
@@ -231,30 +260,6 @@ export class Syncer {
     if (lease.tokens > 0 || lease.grants.length > 0) return true;
     const threshold = this.#rated(lease, nowMs) ? MIN_EXPECTED / 2 : MIN_EXPECTED;
     return this.#demand(lease, nowMs) * this.#config.timing.ttlMs >= threshold;
-  }
-
-  #want(lease: Lease, nowMs: number, leasing: boolean): number {
-    const expected = lease.rate * this.#config.timing.ttlMs;
-    // A key already leasing (or synced lately) keeps its lease down to half the demand it needed
-    // to get one: a rate near the threshold, measured over a few periods, would otherwise flap
-    // in and out of leases.
-    if (expected < (leasing ? MIN_EXPECTED / 2 : MIN_EXPECTED)) return 0;
-    // Three standard deviations, not four: four cut a fleet of 200's refills between syncs from 17
-    // to 4 a second on fake time, but where a key's fair share is a few tokens (100 instances on
-    // 10 keys of 400 at 400/s: 6 each), every instance asked for all of it, the bucket ran dry
-    // and the refills went from 11 to 63 a second.
-    const needed = Math.ceil(expected + 3 * Math.sqrt(expected));
-    // Tokens that outlive the next sync already cover part of the next period.
-    let kept = 0;
-    for (const grant of lease.grants) if (grant.expiresAtMs > nowMs + this.#periodMs) kept += grant.left;
-    const left = Math.min(
-      lease.limit.capacity,
-      lease.globalRemaining + (nowMs - lease.replyAtMs) * lease.limit.refillPerMs,
-    );
-    const batch = this.#refiller.batching.policy;
-    const cap = Math.max(batch.fairShare, Math.ceil(left / 4), 1);
-    const want = Math.min(needed - kept, cap, batch.maxBatch);
-    return want > 0 ? want : 0;
   }
 
   /** The period, the lease's lifetime and the store's hold follow the fleet size and how long rounds take. */
@@ -271,6 +276,7 @@ export class Syncer {
     // Leases may borrow one period of refill: the fleet's leases then fit a period's demand and
     // its spread beside the capacity, at `rate × T` on the bound (docs/ACCURACY.md).
     this.#config.timing.aheadMs = this.#periodMs;
+    this.#config.timing.spanMs = intervalMs;
     this.#refiller.batching.competitors(this.instances, ttlMs);
   }
 }
