@@ -11,8 +11,9 @@ export interface SyncOptions {
    * 5 s), `calls` being what one of its syncs costs (a call per 32 keys it weighs: those it holds
    * tokens for or that asked the store since the last sync), leaving a tenth of the budget to
    * refills for keys that ran dry between syncs; a lease lives one period plus a little (a quiet
-   * key's, far below its limit, two, and the sync between sends it nothing). A larger fleet, or one holding more keys, syncs less often, so Redis sees at most
-   * about this many calls whatever the fleet's size and request rate.
+   * key's, far below its limit, two, and the sync between sends it nothing). A larger fleet, or
+   * one holding more keys, syncs less often, so Redis sees at most about this many calls whatever
+   * the fleet's size and request rate.
    * @default 200
    */
   fleetCallsPerSecond?: number;
