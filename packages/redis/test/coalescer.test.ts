@@ -1,0 +1,95 @@
+/**
+ * The coalescer's scheduling on its own, over a transport the test answers by hand: which ops
+ * leave in which call, and how many calls are out at once. `redis-store.test.ts` runs the same
+ * queues against a real server.
+ */
+import { describe, expect, it } from 'vitest';
+import { Coalescer } from '../src/coalescer.js';
+
+/** A call the transport has sent and not yet answered: its ops, and a way to answer it. */
+interface OpenCall {
+  readonly ops: readonly string[];
+  answer(): void;
+}
+
+/** A coalescer of calls of `maxKeys` one-key ops, `maxInFlight` at once, whose calls wait in `open`. */
+function coalescerOf(maxKeys: number, maxInFlight: number) {
+  const open: OpenCall[] = [];
+  const sent: string[][] = [];
+  const coalescer = new Coalescer<string, string>(
+    (batches) =>
+      new Promise<void>((resolve) => {
+        const pending = batches.flat();
+        const ops = pending.map((p) => p.op);
+        sent.push(ops);
+        open.push({
+          ops,
+          answer: () => {
+            for (const p of pending) p.resolve(p.op);
+            resolve();
+          },
+        });
+      }),
+    maxKeys,
+    maxInFlight,
+  );
+  const submit = (op: string, background: boolean) =>
+    new Promise<string>((resolve, reject) =>
+      coalescer.submit('server', { op, keys: [op], slot: 0, background, resolve, reject }),
+    );
+  /** Answers the open call that carries `op`, and lets the coalescer send what follows. */
+  const answer = async (op: string) => {
+    const index = open.findIndex((call) => call.ops.includes(op));
+    const [call] = open.splice(index, 1);
+    call!.answer();
+    await turn();
+  };
+  return { submit, answer, sent, open };
+}
+
+/** One turn of the event loop: the coalescer flushes at the end of the turn its ops came in. */
+function turn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+describe('Coalescer', () => {
+  it('sends one call of background ops alone while every slot is taken, and never a second', async () => {
+    const { submit, answer, sent, open } = coalescerOf(4, 1);
+    const waited = Array.from({ length: 8 }, (_, i) => submit(`w${i}`, false));
+    const background = Array.from({ length: 8 }, (_, i) => submit(`b${i}`, true));
+    await turn();
+    // The slot's call: waited ops first, a quarter kept for background ones. Beside it, background ops alone.
+    expect(sent).toEqual([
+      ['w0', 'w1', 'w2', 'b0'],
+      ['b1', 'b2', 'b3', 'b4'],
+    ]);
+    // The background call answered: the next one of background ops takes its place, not a waited op's.
+    await answer('b1');
+    expect(sent[2]).toEqual(['b5', 'b6', 'b7']);
+    expect(open).toHaveLength(2);
+    // The slot freed: waited ops fill it (no background op is left to keep a quarter for).
+    await answer('w0');
+    expect(sent[3]).toEqual(['w3', 'w4', 'w5', 'w6']);
+    await answer('b5');
+    await answer('w3');
+    expect(sent[4]).toEqual(['w7']);
+    await answer('w7');
+    expect(await Promise.all([...waited, ...background])).toHaveLength(16);
+    expect(sent.flat().sort()).toEqual([
+      ...Array.from({ length: 8 }, (_, i) => `b${i}`),
+      ...Array.from({ length: 8 }, (_, i) => `w${i}`),
+    ]);
+  });
+
+  it('sends no call of its own for background ops while a slot is free', async () => {
+    const { submit, sent } = coalescerOf(4, 2);
+    for (let i = 0; i < 6; i++) void submit(`b${i}`, true);
+    for (let i = 0; i < 2; i++) void submit(`w${i}`, false);
+    await turn();
+    // Two slots: both calls are regular ones, waited ops leading; nothing rides beside them yet.
+    expect(sent).toEqual([
+      ['w0', 'w1', 'b0', 'b1'],
+      ['b2', 'b3', 'b4', 'b5'],
+    ]);
+  });
+});
