@@ -28,6 +28,7 @@ import {
 import { Redis, type RedisOptions } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { expectNeverResent, expectResentAndCountedTwice } from './cut-take.js';
+import { readBucket } from './stored-bucket.js';
 
 let server: RedisServer;
 let redis: Redis;
@@ -165,7 +166,7 @@ describe('the clock', () => {
     });
     const [seconds, micros] = await redis.time();
     const serverMs = Number(seconds) * 1000 + Number(micros) / 1000;
-    const storedMs = Number((await redis.get(key))?.split(' ')[1]) / 1000;
+    const storedMs = Number((await readBucket(redis, key))?.updatedAtUs) / 1000;
     expect(Math.abs(storedMs - serverMs)).toBeLessThan(5_000);
     expect(Math.abs(storedMs - Date.now())).toBeGreaterThan(4 * 3_600_000);
 
@@ -354,7 +355,7 @@ describe('virtual shards', () => {
     await ops(store).take('user:42', [slow], 3);
     const [key] = bucketKeys(prefix, 'user:42', [slow], 16);
     expect(key).toMatch(new RegExp(`^${prefix}:\\{s\\d{1,2}\\}:user%3A42:slow$`));
-    expect((await redis.get(key!))?.split(' ')[0]).toBe('7');
+    expect((await readBucket(redis, key!))?.tokens).toBe(7);
     // The same user without shards is another key: turning shards on renames every bucket.
     expect((await ops(new RedisStore({ redis: client, prefix })).peek('user:42', [slow])).remaining).toBe(10);
     for (const shards of [0, 16_385, 1.5, '4']) {
