@@ -248,11 +248,10 @@ for e = 1, args[1] do
       if #st.held > 0 then st = nil end
     end
     if st then
-      local ahead_ms = 0
-      if flags == 17 then ahead_ms = args[at_arg + 3] end
+      local ahead_ms, width = 0, 3
+      if flags == 17 then ahead_ms, width = args[at_arg + 3], 4 end
       plain_take(st, set.caps[1], set.rates[1], args[at_arg + 2], ahead_ms)
-      at_key = at_key + 1
-      if flags == 17 then at_arg = at_arg + 4 else at_arg = at_arg + 3 end
+      at_key, at_arg = at_key + 1, at_arg + width
     else
       apply_entry(set, flags)
     end

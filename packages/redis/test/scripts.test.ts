@@ -72,6 +72,31 @@ async function write(key: string, state: SharedBucketState, text = false): Promi
 
 const read = (key: string) => readBucket(redis, key);
 
+/**
+ * What the script left at `key`: `before` untouched when nothing changed (`after` undefined), no
+ * key for a bucket that ends full, else `after` with a TTL of its ms until full plus the margin
+ * and `keepMs`.
+ */
+async function expectStored(
+  key: string,
+  after: SharedBucketState | undefined,
+  before: Buffer | null,
+  spec: LimitSpec,
+  keepMs: number,
+): Promise<void> {
+  if (after === undefined) {
+    expect(await redis.getBuffer(key)).toEqual(before);
+  } else if (isSharedBucketFull(after, spec)) {
+    expect(await redis.exists(key)).toBe(0);
+  } else {
+    expect(await read(key)).toEqual(after);
+    const ttl = await redis.pttl(key);
+    const full = msUntilShared(after, spec, spec.capacity, NOW);
+    expect(ttl).toBeLessThanOrEqual(full + KEY_TTL_MARGIN_MS + keepMs);
+    expect(ttl).toBeGreaterThan(Math.min(full + KEY_TTL_MARGIN_MS, 2 ** 53) + keepMs - 2000);
+  }
+}
+
 /** Redis's clock, in µs. */
 async function serverUs(): Promise<number> {
   const [seconds, micros] = await redis.time();
@@ -376,18 +401,13 @@ describe('apply.lua equals core’s applyBucketOp', () => {
           expect(reply).toEqual(expected.reply);
           const changed = report !== undefined || o.credit > 0 || o.debit > 0 || expected.reply.granted > 0;
           for (let i = 0; i < keys.length; i++) {
-            const key = keys[i]!;
-            if (!changed) {
-              expect(await redis.getBuffer(key)).toEqual(before[i]);
-            } else if (isSharedBucketFull(expected.after[i]!, limits[i]!)) {
-              expect(await redis.exists(key)).toBe(0);
-            } else {
-              expect(await read(key)).toEqual(expected.after[i]);
-              const ttl = await redis.pttl(key);
-              const full = msUntilShared(expected.after[i]!, limits[i]!, limits[i]!.capacity, NOW);
-              expect(ttl).toBeLessThanOrEqual(full + KEY_TTL_MARGIN_MS + keepMs);
-              expect(ttl).toBeGreaterThan(Math.min(full + KEY_TTL_MARGIN_MS, 2 ** 53) + keepMs - 2000);
-            }
+            await expectStored(
+              keys[i]!,
+              changed ? expected.after[i]! : undefined,
+              before[i]!,
+              limits[i]!,
+              keepMs,
+            );
           }
         },
       ),
@@ -440,17 +460,7 @@ describe('apply.lua’s plain take (one limit, nothing on lease) equals core’s
             return step.reply;
           });
           expect(await run(ops, NOW, keepMs)).toEqual(expected);
-          if (!changed) {
-            expect(await redis.getBuffer(key!)).toEqual(before);
-          } else if (isSharedBucketFull(state, spec)) {
-            expect(await redis.exists(key!)).toBe(0);
-          } else {
-            expect(await read(key!)).toEqual(state);
-            const ttl = await redis.pttl(key!);
-            const full = msUntilShared(state, spec, spec.capacity, NOW);
-            expect(ttl).toBeLessThanOrEqual(full + KEY_TTL_MARGIN_MS + keepMs);
-            expect(ttl).toBeGreaterThan(Math.min(full + KEY_TTL_MARGIN_MS, 2 ** 53) + keepMs - 2000);
-          }
+          await expectStored(key!, changed ? state : undefined, before, spec, keepMs);
         },
       ),
       { numRuns: 300 },
