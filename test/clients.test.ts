@@ -1,7 +1,8 @@
 /**
  * Each Redis client library RedisStore drives (ioredis, iovalkey, node-redis), with its
  * recommended options, on a real server and a real 3-master Cluster: a call in flight when its
- * connection drops fails and is never sent again, and ops made together travel together.
+ * connection drops fails and is never sent again, a call made while it is down fails at once and
+ * is never sent late (with the offline queue on, it is), and ops made together travel together.
  */
 import { defineLimit, type LimitSpec, StoreError } from '@tiered-limiter/core';
 import { bucketKeys, RedisStore } from '@tiered-limiter/redis';
@@ -18,6 +19,7 @@ import {
   startCluster,
   startRedis,
   uniquePrefix,
+  waitUntil,
 } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -106,6 +108,44 @@ async function killInFlight(kind: ClientKind, topology: Topology, override?: Rec
   return { ...outcome, taken: 10 - peek.remaining };
 }
 
+/** Whether `client` (any kind) has a connection it can write to now. */
+function connected(client: object): boolean {
+  const c = client as { status?: string; isReady?: boolean };
+  return c.isReady ?? c.status === 'ready';
+}
+
+/**
+ * Kills the client's connection to the server (which keeps its data), and as soon as the client
+ * has seen it drop, before its reconnect (50 ms later with the recommended back-off), makes a
+ * take. Waits for the reconnect and past any late send, then returns how the take ended, whether
+ * the client was still down when it did, and the tokens the bucket lost: 0 if the take never ran,
+ * 1 if it was sent late.
+ */
+async function takeWhileDisconnected(kind: ClientKind, override?: Record<string, unknown>) {
+  const name = uniquePrefix('offline').replaceAll('-', '_');
+  const { client } = await connect(kind, 'server', { name, override });
+  const store = new RedisStore({ redis: client, prefix: uniquePrefix('offline') });
+  const limits: LimitSpec[] = [slow];
+  await store.apply({ key: 'k', limits }); // loads the script
+  const admin = server.client();
+  const ids = await connectionsNamed(admin, name);
+  expect(ids.length).toBeGreaterThan(0);
+  for (const id of ids) await admin.call('CLIENT', 'KILL', 'ID', id);
+  const seenAt = performance.now() + 2000;
+  while (connected(client) && performance.now() < seenAt) await new Promise((r) => setImmediate(r));
+  expect(connected(client)).toBe(false);
+  const outcome: { reply?: unknown; error?: unknown; stillDown: boolean } = await store
+    .apply({ key: 'k', limits, take: 1 })
+    .then(
+      (reply) => ({ reply, stillDown: !connected(client) }),
+      (error: unknown) => ({ error, stillDown: !connected(client) }),
+    );
+  await waitUntil('the client to reconnect', async () => connected(client), 5000);
+  await sleepAtLeast(300); // past any late send
+  const peek = await new RedisStore({ redis: admin, prefix: store.prefix }).apply({ key: 'k', limits });
+  return { ...outcome, taken: 10 - peek.remaining };
+}
+
 describe.each(CLIENT_KINDS)('%s with its recommended options', (kind) => {
   describe.each(['server', 'cluster'] as const)('on a %s', (topology) => {
     it('a call in flight when its connection drops fails at once and is never sent again', async () => {
@@ -114,6 +154,17 @@ describe.each(CLIENT_KINDS)('%s with its recommended options', (kind) => {
       expect(error).toBeInstanceOf(StoreError);
       expect(taken).toBe(0);
     });
+
+    if (topology === 'server') {
+      it('a call made while its connection is down fails at once and is never sent late', async () => {
+        const { reply, error, stillDown, taken } = await takeWhileDisconnected(kind);
+        expect(reply).toBeUndefined();
+        expect(error).toBeInstanceOf(StoreError);
+        // At once: before the reconnect, not at it (a queued call settles only once it is sent).
+        expect(stillDown).toBe(true);
+        expect(taken).toBe(0);
+      });
+    }
 
     it('ops made together travel together: one call per node, each op its own reply', async () => {
       const { client } = await connect(kind, topology);
@@ -143,7 +194,24 @@ describe.each(['ioredis', 'iovalkey'] as const)('%s with its default options', (
   });
 });
 
+describe.each(['ioredis', 'iovalkey'] as const)('%s with its offline queue on', (kind) => {
+  it('sends a call made while disconnected after the reconnect: a token taken late', async () => {
+    const { reply, taken } = await takeWhileDisconnected(kind, {
+      enableOfflineQueue: true,
+      maxRetriesPerRequest: 20,
+    });
+    expect(reply).toBeDefined();
+    expect(taken).toBe(1);
+  });
+});
+
 describe('node-redis', () => {
+  it('with its offline queue on, sends a call made while disconnected after the reconnect: a token taken late', async () => {
+    const { reply, taken } = await takeWhileDisconnected('node-redis', { disableOfflineQueue: false });
+    expect(reply).toBeDefined();
+    expect(taken).toBe(1);
+  });
+
   it('rejects what it had written even with its offline queue on: it never resends', async () => {
     const { error, taken } = await killInFlight('node-redis', 'server', { disableOfflineQueue: false });
     expect(error).toBeInstanceOf(StoreError);

@@ -11,7 +11,9 @@ import {
   startRedis,
   uniquePrefix,
 } from '@tiered-limiter/test-harness';
+import type { Redis } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
+import { rawCommandAdapter } from './src/raw-adapter.js';
 import { describeStoreContract } from './src/store-contract.js';
 
 let server: RedisServer | undefined;
@@ -54,3 +56,13 @@ describeStoreContract('RedisStore (ioredis) on one Redis server, not coalescing'
   clients.push(client);
   return new RedisStore({ redis: client.client, prefix: uniquePrefix('contract'), coalesce: false });
 });
+
+describeStoreContract(
+  'RedisStore (a hand-written RedisClientAdapter of raw commands) on one Redis server',
+  async () => {
+    const client = await connectServer('ioredis', server!);
+    clients.push(client);
+    const adapter = rawCommandAdapter(client.client as Redis);
+    return new RedisStore({ redis: adapter, prefix: uniquePrefix('contract') });
+  },
+);

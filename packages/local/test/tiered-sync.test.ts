@@ -24,6 +24,21 @@ describe('TieredLimiter periodic sync', () => {
     expect(fleet.map((l) => l.stats().syncPeriodMs)).toEqual([333, 333, 333]);
   });
 
+  it('counts instances by instanceId: two limiters given one id are one instance of the fleet', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new MemoryStore({ clock });
+    const ids = ['checkout-1', 'checkout-1', 'checkout-2'];
+    const fleet = ids.map((instanceId) =>
+      limiter(store, clock, { instanceId, sync: { fleetCallsPerSecond: 10 } }),
+    );
+    for (let ms = 0; ms < 700; ms += 10) await advance(10);
+    expect(fleet.map((l) => l.stats().instances)).toEqual([2, 2, 2]);
+    // Each id is what it registered: one more limiter under a third id makes three.
+    fleet.push(limiter(store, clock, { instanceId: 'checkout-3', sync: { fleetCallsPerSecond: 10 } }));
+    for (let ms = 0; ms < 700; ms += 10) await advance(10);
+    expect(fleet.map((l) => l.stats().instances)).toEqual([3, 3, 3, 3]);
+  });
+
   it('reports a live fleet larger than the declared one', async () => {
     const { clock, advance } = fakeTime();
     const store = new MemoryStore({ clock });

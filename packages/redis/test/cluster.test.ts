@@ -3,7 +3,13 @@
  * a slot migrated under a live client, and a hammer across the cluster.
  */
 import { defineLimit } from '@tiered-limiter/core';
-import { bucketKeys, keyTag, RedisStore, recommendedClusterOptions } from '@tiered-limiter/redis';
+import {
+  bucketKeys,
+  keyTag,
+  RedisStore,
+  recommendedClusterOptions,
+  whenReady as whenClientReady,
+} from '@tiered-limiter/redis';
 import {
   type ClusterNode,
   destroySocket,
@@ -227,3 +233,22 @@ async function movedErrors(node: Redis): Promise<number> {
   const match = /errorstat_MOVED:count=(\d+)/.exec(info);
   return match ? Number(match[1]) : 0;
 }
+
+describe('whenReady', () => {
+  it('resolves for a Cluster once the client has a connection open to every master', async () => {
+    const name = uniquePrefix('ready').replaceAll('-', '_');
+    const named = cluster.cluster({
+      ...recommendedClusterOptions,
+      redisOptions: { ...recommendedClusterOptions.redisOptions, connectionName: name },
+    });
+    try {
+      await whenClientReady(named);
+      const lists = await Promise.all(
+        cluster.nodes.map(async (node) => String(await cluster.nodeClient(node).call('CLIENT', 'LIST'))),
+      );
+      expect(lists.map((list) => list.includes(` name=${name} `))).toEqual(cluster.nodes.map(() => true));
+    } finally {
+      named.disconnect();
+    }
+  });
+});

@@ -10,8 +10,13 @@ import {
   KEY_TTL_MARGIN_MS,
   MAX_KEEP_AFTER_FULL_MS,
   RedisStore,
+  recommendedClusterOptions,
+  recommendedNodeRedisClusterOptions,
+  recommendedNodeRedisOptions,
   recommendedRedisOptions,
   recommendedRetryStrategy,
+  recommendedSentinelOptions,
+  reconnectOnReadonly,
 } from '@tiered-limiter/redis';
 import {
   destroySocket,
@@ -377,6 +382,41 @@ describe('recommended options', () => {
       50, 100, 200, 400, 800, 1000, 1000, 1000, 1000,
     ]);
     expect(Object.isFrozen(recommendedRedisOptions)).toBe(true);
+  });
+
+  it('the Cluster, Sentinel and node-redis options are the ones the README lists', () => {
+    expect(recommendedClusterOptions).toMatchObject({
+      enableOfflineQueue: false,
+      retryDelayOnFailover: 0,
+      enableAutoPipelining: false,
+      redisOptions: recommendedRedisOptions,
+    });
+    expect(recommendedSentinelOptions).toMatchObject({
+      ...recommendedRedisOptions,
+      reconnectOnError: reconnectOnReadonly,
+      failoverDetector: true,
+      sentinelRetryStrategy: recommendedRetryStrategy,
+      sentinelCommandTimeout: 1000,
+    });
+    expect(reconnectOnReadonly(new Error("READONLY You can't write against a read only replica."))).toBe(
+      true,
+    );
+    expect(reconnectOnReadonly(new Error('LOADING Redis is loading the dataset in memory'))).toBe(false);
+    expect(recommendedNodeRedisOptions).toMatchObject({
+      disableOfflineQueue: true,
+      socket: { connectTimeout: 1000 },
+    });
+    expect([0, 1, 2, 3, 4, 5, 99].map(recommendedNodeRedisOptions.socket.reconnectStrategy)).toEqual([
+      50, 100, 200, 400, 800, 1000, 1000,
+    ]);
+    expect(recommendedNodeRedisClusterOptions.defaults).toBe(recommendedNodeRedisOptions);
+    for (const options of [
+      recommendedClusterOptions,
+      recommendedSentinelOptions,
+      recommendedNodeRedisOptions,
+    ]) {
+      expect(Object.isFrozen(options)).toBe(true);
+    }
   });
 });
 
