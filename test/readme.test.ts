@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // Every ```ts block of a README that starts with `// example: <name>` is run as it is written,
 // against the built packages and a real Redis, so the README cannot drift from the library. The
 // HTTP package's examples run from inside that package, where Express, Fastify and the package
-// itself (by its own name) resolve.
+// itself (by its own name) resolve. A `// → …` comment says a line the example prints.
 interface Readme {
   readonly file: string;
   /** Where the examples are written and run from: imports resolve from here. */
@@ -50,6 +50,29 @@ const examples = READMES.flatMap((readme) =>
   ),
 );
 
+/**
+ * The lines an example says it prints: each `// → line` comment (several on one comment for a
+ * statement that prints more than once: `// → a → b`), an explanation after ` — ` left out.
+ */
+function promisedLines(code: string): string[] {
+  return [...code.matchAll(/\/\/ → (.*)$/gm)].flatMap((m) =>
+    m[1]!.split(' → ').map((line) => line.split(' — ')[0]!.trim()),
+  );
+}
+
+/** The `wanted` lines found in `lines`, each after the one before it. */
+function inOrder(lines: readonly string[], wanted: readonly string[]): string[] {
+  const found: string[] = [];
+  let from = 0;
+  for (const line of wanted) {
+    const at = lines.indexOf(line, from);
+    if (at === -1) break;
+    found.push(line);
+    from = at + 1;
+  }
+  return found;
+}
+
 let redis: RedisServer;
 beforeAll(async () => {
   redis = await startRedis();
@@ -84,5 +107,7 @@ describe('README examples', () => {
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     expect(run.stdout.length).toBeGreaterThan(0);
+    // What the example says it prints, it prints, in that order.
+    expect(inOrder(run.stdout.split('\n'), promisedLines(code))).toEqual(promisedLines(code));
   });
 });
