@@ -10,6 +10,7 @@ import { publint } from 'publint';
 import { formatMessage } from 'publint/utils';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installedManifest, type PackedWorkspace, packWorkspace, type Tarball } from './packaging/packed.js';
+import { promisedLines } from './src/promised-output.js';
 
 // What npm would publish: the tarballs of `pnpm pack`, linted by publint and arethetypeswrong
 // (both offline, on the local .tgz files), checked against the house's package.json rules, and
@@ -134,7 +135,7 @@ describe('package specifics', () => {
 
 // Each ```ts block of a packed README that starts with `// example: <name>` runs as an ES module in
 // the consumer project (through tsx, which only strips the types: the imports resolve to the
-// tarballs, not the sources); every `console.log(…); // output` line prints that output.
+// tarballs, not the sources); it prints the lines its `// → …` comments say, and nothing else.
 const TSX = createRequire(import.meta.url).resolve('tsx');
 const EXAMPLE = /```ts\n\/\/ example: ([\w-]+)\n([\s\S]*?)```/g;
 
@@ -165,7 +166,7 @@ describe('README examples of the packed packages', () => {
       for (const [, name, code] of found) {
         const file = join(packed.project, `example-${name}.mts`);
         writeFileSync(file, code!);
-        const expected = [...code!.matchAll(/console\.log\(.*\); \/\/ (.+)$/gm)].map((m) => m[1]);
+        const expected = promisedLines(code!);
         const { stdout, stderr } = await run(process.execPath, ['--import', pathToFileURL(TSX).href, file], {
           cwd: packed.project,
           env: { ...process.env, REDIS_URL: redis.url },

@@ -3,6 +3,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type RedisServer, startRedis } from '@tiered-limiter/test-harness';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inOrder, promisedLines } from './src/promised-output.js';
 
 // Every ```ts block of a README that starts with `// example: <name>` is run as it is written,
 // against the built packages and a real Redis, so the README cannot drift from the library. The
@@ -49,29 +50,6 @@ const examples = READMES.flatMap((readme) =>
     }),
   ),
 );
-
-/**
- * The lines an example says it prints: each `// → line` comment (several on one comment for a
- * statement that prints more than once: `// → a → b`), an explanation after ` — ` left out.
- */
-function promisedLines(code: string): string[] {
-  return [...code.matchAll(/\/\/ → (.*)$/gm)].flatMap((m) =>
-    m[1]!.split(' → ').map((line) => line.split(' — ')[0]!.trim()),
-  );
-}
-
-/** The `wanted` lines found in `lines`, each after the one before it. */
-function inOrder(lines: readonly string[], wanted: readonly string[]): string[] {
-  const found: string[] = [];
-  let from = 0;
-  for (const line of wanted) {
-    const at = lines.indexOf(line, from);
-    if (at === -1) break;
-    found.push(line);
-    from = at + 1;
-  }
-  return found;
-}
 
 let redis: RedisServer;
 beforeAll(async () => {
