@@ -31,6 +31,30 @@ describe('lifecycle', () => {
     expect(performance.now() - started).toBeLessThan(15_000);
   });
 
+  it('a pending acquire() keeps the process alive until it resolves', () => {
+    // The key's one token is spent, the next comes 400 ms later: the process must live to see the
+    // acquire resolve (nothing else holds the event loop), then exit on its own.
+    const script = `
+      import { defineLimit } from '@tiered-limiter/core';
+      import { MemoryStore, TieredLimiter } from '@tiered-limiter/local';
+      const limits = defineLimit({ capacity: 1, refillPerSecond: 2.5 });
+      const tiered = new TieredLimiter({ store: new MemoryStore(), limits, failurePolicy: 'closed' });
+      await tiered.consume('k');
+      const started = performance.now();
+      tiered.acquire('k', 1, { maxWaitMs: 5_000 }).then((result) => {
+        console.log(result.reason, performance.now() - started >= 300);
+      });
+    `;
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: TEST_DIR,
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(run.stderr).toBe('');
+    expect(run.stdout.trim()).toBe('acquired true');
+    expect(run.status).toBe(0);
+  });
+
   it('close() is idempotent and a closed limiter says so clearly', async () => {
     const { perSecond } = await import('@tiered-limiter/core');
     const { MemoryStore, TieredLimiter, RequestLimiter } = await import('@tiered-limiter/local');
