@@ -10,6 +10,7 @@ import {
   defineLimit,
   type GlobalStore,
   type LimitSpec,
+  perSecond,
 } from '@tiered-limiter/core';
 import {
   MemoryStore,
@@ -119,6 +120,16 @@ describe.each(Object.keys(LIMITERS) as (keyof typeof LIMITERS)[])('%s while the 
     failurePolicy: 'local',
     ...(kind === 'TieredLimiter' ? { instances: 4 } : { fallback: { instances: 4 } }),
   };
+
+  it('local policy with nothing to divide by is refused at construction, naming fallback.instances', () => {
+    const { limits } = LOCAL;
+    expect(() => make(kind, { limits, failurePolicy: 'local' })).toThrow(
+      expect.objectContaining({ code: 'ERR_TL_CONFIG', option: 'fallback.instances' }),
+    );
+    expect(() =>
+      make(kind, { limits, failurePolicy: 'local', fallback: { limits: perSecond(1) } }),
+    ).not.toThrow();
+  });
 
   it('local policy: refills at the global rate divided by instances, not at the global rate', async () => {
     const limiter = make(kind, LOCAL);
