@@ -2,8 +2,9 @@
  * The coalesced operation on a real 3-master Cluster while a slot moves under it: batches are in
  * flight (one EVALSHA per slot, several slots of one master as one pipeline) when the slot is
  * MIGRATING (ASK, TRYAGAIN) and then moved (MOVED). Every op gets a reply or a StoreError (only an
- * op of the moving slot may get the error), an op answered ran exactly once, and none ran twice. On
- * each client library.
+ * op of the moving slot may get the error), an op answered ran exactly once, and none ran twice. And
+ * a call whose keys the migration has split gets TRYAGAIN, is tried again (node-redis does not, so
+ * its adapter does) and is answered once the slot has moved. On each client library.
  */
 import { defineLimit, StoreError } from '@tiered-limiter/core';
 import { bucketKeys, RedisStore } from '@tiered-limiter/redis';
@@ -136,5 +137,49 @@ describe.each(CLIENT_KINDS)('%s: a slot migrated while coalesced batches are in 
     expect(
       before.moved + (await errorCount(sourceClient, 'ASK')) + (await errorCount(sourceClient, 'TRYAGAIN')),
     ).toBeGreaterThan(0);
+  });
+});
+
+const first = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'first' });
+const second = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'second' });
+
+describe.each(CLIENT_KINDS)('%s: a call whose keys a migration has split', (kind) => {
+  it('gets TRYAGAIN, is tried again until the slot has moved, and is then answered, once', async () => {
+    const client = await connectCluster(kind, cluster.nodes);
+    opened.push(client);
+    const prefix = uniquePrefix('split');
+    const store = new RedisStore({ redis: client.client, prefix });
+    const limits = [first, second];
+    await store.apply({ key: 'user', limits, take: 1 }); // both of the user's buckets on their master
+    const [firstKey, secondKey] = bucketKeys(prefix, 'user', limits);
+    const admin = cluster.nodeClient(cluster.nodes[0]!);
+    const slot = Number(await admin.call('CLUSTER', 'KEYSLOT', firstKey!));
+    const source = await ownerOf(admin, slot);
+    const target = cluster.nodes.find((node) => node.id !== source.id)!;
+    const from = cluster.nodeClient(source);
+    await cluster.nodeClient(target).call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', source.id);
+    await from.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', target.id);
+    // One bucket moved, the other not yet: a call for both is refused with TRYAGAIN (Redis ran nothing).
+    await from.call('MIGRATE', target.host, target.port, secondKey!, 0, 5000);
+    const tryAgainBefore = await errorCount(from, 'TRYAGAIN');
+    const pending = store.apply({ key: 'user', limits, take: 1 });
+    const refusedBy = performance.now() + 2000;
+    while ((await errorCount(from, 'TRYAGAIN')) === tryAgainBefore && performance.now() < refusedBy) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(await errorCount(from, 'TRYAGAIN')).toBeGreaterThan(tryAgainBefore);
+    await from.call('MIGRATE', target.host, target.port, firstKey!, 0, 5000);
+    for (const node of [target, source, ...cluster.nodes.filter((n) => n !== target && n !== source)]) {
+      await cluster.nodeClient(node).call('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
+    }
+    const reply = await pending;
+    expect(reply.ok).toBe(true);
+    // Taken once by this call: 10 − 1 (before) − 1.
+    expect(reply.remaining).toBe(8);
+    const peek = await new RedisStore({ redis: cluster.nodeClient(target), prefix }).apply({
+      key: 'user',
+      limits,
+    });
+    expect(peek.remaining).toBe(8);
   });
 });
