@@ -9,7 +9,7 @@ import {
   type LimitSpec,
   type SyncLimiter,
 } from '@tiered-limiter/core';
-import { type AcquireResult, TieredLimiter } from '@tiered-limiter/local';
+import type { AcquireResult } from '@tiered-limiter/local';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decide } from './limits-still.js';
 import { sleepAtLeast } from './real-time.js';
@@ -217,18 +217,15 @@ export function describeLimiterContract(name: string, fixture: LimiterFixture): 
       // A two-tier limiter hands its leased tokens back as the block starts: let that go first.
       await sleepAtLeast(30);
       const calls = store?.calls.length;
-      // The README's Decision table says a block's denial is tier `local`. The two-tier limiter's
-      // block is a remembered denial on its lease and says `lease`: a disagreement with the README,
-      // pinned here so that whichever of the two changes, this line is looked at.
-      const blockTier = limiter instanceof TieredLimiter ? 'lease' : 'local';
       const blocked = await run(limiter, key, 5);
       for (const d of blocked) {
-        expect(d).toMatchObject({ allowed: false, tier: blockTier });
+        // Decided in process, by the block: tier `local` in every limiter (the README's Decision table).
+        expect(d).toMatchObject({ allowed: false, tier: 'local' });
         expect(d.retryAfterMs).toBeGreaterThan(59_000);
         // The two-tier hot path reads the shared clock thread, which may lag by a few ms.
         expect(d.retryAfterMs).toBeLessThanOrEqual(60_000 + CLOCK_LAG_MS);
       }
-      expect(await limiter.peek(key)).toMatchObject({ allowed: false, remaining: 0, tier: blockTier });
+      expect(await limiter.peek(key)).toMatchObject({ allowed: false, remaining: 0, tier: 'local' });
       expect(store?.calls.length).toBe(calls);
       expect((await decide(limiter, other)).allowed).toBe(true);
       // A block ends by itself, and a shorter one never cuts a longer one short.

@@ -36,7 +36,7 @@ export class KeyAdmin {
     const now = clock.now();
     if (blocked !== undefined && now < blocked.blockedUntilMs) {
       // A blocked key is denied here, with no store call, as a request would be.
-      return denyDecision(blocked.blockedUntilMs - now, 0, blocked.resetMs, blocked.limit, 'lease');
+      return denyDecision(blocked.blockedUntilMs - now, 0, blocked.resetMs, blocked.limit, 'local');
     }
     const limits = this.#parts.limits();
     const result = await store.send(() => ({ key, limits }));

@@ -266,8 +266,9 @@ export function rememberedDenial(
 ): Decision {
   const spec = lease.limit;
   const until = lease.deniedUntilMs - nowMs;
-  // A block's end is the whole answer: the bucket has nothing to do with it.
-  if (lease.blockedUntilMs > nowMs) return denyDecision(until, lease.tokens, lease.resetMs, spec, tier);
+  // A block's end is the whole answer: the bucket has nothing to do with it. Decided in process,
+  // by the caller's `block`, so tier `local`, as every limiter's block says.
+  if (lease.blockedUntilMs > nowMs) return denyDecision(until, lease.tokens, lease.resetMs, spec, 'local');
   const known = lease.globalRemaining + (nowMs - lease.replyAtMs + aheadMs) * spec.refillPerMs;
   const refill = msUntilTokens(known, cost - lease.tokens, spec);
   return denyDecision(until > refill ? until : refill, lease.tokens, lease.resetMs, spec, tier);
