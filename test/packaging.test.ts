@@ -115,6 +115,28 @@ describe('package specifics', () => {
     expect(tarballOf('@tiered-limiter/redis').files).toContain('lua/bucket.lua');
   });
 
+  it('core has no dependencies and imports nothing: no I/O, no timers (its README)', () => {
+    const pkg = manifest(tarballOf('@tiered-limiter/core'));
+    expect(pkg.dependencies ?? {}).toEqual({});
+    expect(pkg.peerDependencies ?? {}).toEqual({});
+    const root = join(packed.project, 'node_modules', '@tiered-limiter/core', 'dist');
+    for (const file of ['index.js', 'index.cjs']) {
+      const code = readFileSync(join(root, file), 'utf8');
+      expect(code).not.toMatch(/\bimport\s*(?:[\w*{][^;]*?from\s*)?["']|\brequire\(/);
+      expect(code).not.toMatch(/\b(setTimeout|setInterval|setImmediate|queueMicrotask)\(/);
+    }
+  });
+
+  it('http depends on core alone, and otel on core alone with the OpenTelemetry API as types only', () => {
+    expect(Object.keys(manifest(tarballOf('@tiered-limiter/http')).dependencies ?? {})).toEqual([
+      '@tiered-limiter/core',
+    ]);
+    const root = join(packed.project, 'node_modules', '@tiered-limiter/otel', 'dist');
+    for (const file of ['index.js', 'index.cjs']) {
+      expect(readFileSync(join(root, file), 'utf8')).not.toContain('@opentelemetry/api');
+    }
+  });
+
   // ESM-only dependencies: local's refill queue (p-limit), redis's coalescer queues (yocto-queue).
   it.each([
     { pkg: 'local', dep: 'p-limit' },
