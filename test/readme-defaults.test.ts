@@ -6,6 +6,16 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import {
+  DEFAULT_DEGRADED_HEADER,
+  DEFAULT_FAIL_CLOSED_STATUS,
+  DEFAULT_IPV6_SUBNET,
+  DEFAULT_MAX_LIMITERS,
+  DEFAULT_REQUEST_PROPERTY,
+  DEFAULT_STANDARD_HEADERS,
+  DEFAULT_STATUS_CODE,
+  DEFAULT_TRUST_PROXY,
+} from '@tiered-limiter/http';
+import {
   DEFAULT_ASSUMED_INSTANCES,
   DEFAULT_CLOSE_TIMEOUT_MS,
   DEFAULT_CLOSED_RETRY_AFTER_MS,
@@ -29,24 +39,35 @@ import {
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_FLEET_CALLS_PER_SECOND } from '../packages/local/src/defaults.js';
 
-const README = readFileSync(fileURLToPath(new URL('../README.md', import.meta.url)), 'utf8');
+const readme = (path: string) => readFileSync(fileURLToPath(new URL(path, import.meta.url)), 'utf8');
 
-/** The README's "Limiter options" table: each row's option cell and default cell. */
-function defaultsTable(): Map<string, string> {
-  const table = README.split('### Limiter options')[1]!.split('\n\n')[1]!;
-  const rows = table.split('\n').slice(2);
-  return new Map(
-    rows.map((row) => {
-      const [option, , defaultCell] = row.split(/ (?<!\\)\| /).map((cell) => cell.replace(/^\| /, '').trim());
-      return [option!, defaultCell!];
-    }),
-  );
+/**
+ * The options table under `heading` (its first table): each row's option cell and the cell of the
+ * column titled `Default`/`default`.
+ */
+function defaultsTable(markdown: string, heading: string): Map<string, string> {
+  const table = markdown
+    .split(heading)[1]!
+    .split('\n')
+    .filter((line) => line.startsWith('|'));
+  const cells = (row: string) =>
+    row.split(/ (?<!\\)\| /).map((cell) => cell.replace(/^\| |\s*\|$/g, '').trim());
+  const column = cells(table[0]!).findIndex((title) => title.toLowerCase() === 'default');
+  const rows = table.slice(2).map(cells);
+  return new Map(rows.map((row) => [row[0]!, row[column]!]));
 }
 
 const grouped = (n: number) => n.toLocaleString('en-US');
 
+/** The whole cell, or its first part where an explanation follows (after a space or a `;`). */
+function expectStated(table: Map<string, string>, option: string, stated: string): void {
+  expect(table.has(option)).toBe(true);
+  const cell = table.get(option)!;
+  expect(cell === stated || cell.startsWith(`${stated} `) || cell.startsWith(`${stated};`), cell).toBe(true);
+}
+
 describe("the README's defaults are the code's", () => {
-  const table = defaultsTable();
+  const table = defaultsTable(readme('../README.md'), '### Limiter options');
 
   it.each([
     ['`timeoutMs`', `${DEFAULT_TIMEOUT_MS}`],
@@ -64,10 +85,20 @@ describe("the README's defaults are the code's", () => {
     ['`redis`, `prefix`', `required, \`'${DEFAULT_PREFIX}'\``],
     ['`coalesce`, `shards`', `\`{ ${DEFAULT_MAX_KEYS_PER_CALL}, ${DEFAULT_MAX_IN_FLIGHT} }\``],
     ['`keepAfterFullMs`', `${DEFAULT_KEEP_AFTER_FULL_MS}`],
-  ])('%s: %s', (option, stated) => {
-    expect(table.has(option)).toBe(true);
-    // The whole cell, or its first part where an explanation follows (after a space or a `;`).
-    const cell = table.get(option)!;
-    expect(cell === stated || cell.startsWith(`${stated} `) || cell.startsWith(`${stated};`)).toBe(true);
-  });
+  ])('%s: %s', (option, stated) => expectStated(table, option, stated));
+});
+
+describe("the HTTP README's defaults are the code's", () => {
+  const table = defaultsTable(readme('../packages/http/README.md'), '## API');
+
+  it.each([
+    ['`maxLimiters`', `\`${DEFAULT_MAX_LIMITERS}\``],
+    ['`trustProxy`', `\`${DEFAULT_TRUST_PROXY}\``],
+    ['`ipv6Subnet`', `\`${DEFAULT_IPV6_SUBNET}\``],
+    ['`standardHeaders`', `\`'${DEFAULT_STANDARD_HEADERS}'\``],
+    ['`degradedHeader`', `\`'${DEFAULT_DEGRADED_HEADER}'\``],
+    ['`statusCode`', `\`${DEFAULT_STATUS_CODE}\``],
+    ['`failClosedStatus`', `\`${DEFAULT_FAIL_CLOSED_STATUS}\``],
+    ['`requestPropertyName`', `\`'${DEFAULT_REQUEST_PROPERTY}'\``],
+  ])('%s: %s', (option, stated) => expectStated(table, option, stated));
 });
