@@ -3,7 +3,7 @@
  * Express 4, Express 5 and Fastify alike. What only one framework has (Express's `trust proxy`,
  * Fastify's `config.rateLimit`) is in that framework's own file.
  */
-import { defineLimit, type GlobalStore, perMinute, perSecond } from '@tiered-limiter/core';
+import { defineLimit, type GlobalStore, type LimitSpec, perMinute, perSecond } from '@tiered-limiter/core';
 import { MemoryStore, RequestLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -17,6 +17,7 @@ import {
   request,
   requestMany,
   tokensIn,
+  watchLimiterCalls,
 } from './helpers.js';
 
 // A burst of 3, refilled at 1 per second: w = 3, one token a second.
@@ -341,13 +342,16 @@ describe.each(ADAPTERS)('adapter contract: $name', (adapter) => {
     expect(got).toEqual([200, 200, 200, 200, 200, 401, 401, 401, 429]);
   });
 
-  it('takes the synchronous path of the two-tier limiter', async () => {
+  it('takes the synchronous path of the two-tier limiter: tryConsume, and consume only when it cannot answer', async () => {
     const clock = new FakeClock(0);
-    const limiter = exactTieredLimiter(api, clock);
+    const limiter = exactTieredLimiter(defineLimit({ capacity: 10, refillPerSecond: 1, name: 'api' }), clock);
     closers.push(() => limiter.close());
+    const calls = watchLimiterCalls(limiter);
     const { url } = await adapter.start({ limiter });
-    expect((await requestMany(url, 4)).map((r) => r.status)).toEqual([200, 200, 200, 429]);
-    expect(limiter.stats().decisions.lease).toBeGreaterThan(0);
+    expect((await requestMany(url, 11)).map((r) => r.status)).toEqual([...Array(10).fill(200), 429]);
+    // Every request asks tryConsume first; a request it answered (`hit`) never reaches consume.
+    expect(calls.join(' ')).toMatch(/^(hit|miss consume)( (hit|miss consume))*$/);
+    expect(calls.filter((call) => call === 'hit').length).toBeGreaterThan(0);
   });
 
   it('passes an error from a key function to the framework, as a 500', async () => {
@@ -359,6 +363,217 @@ describe.each(ADAPTERS)('adapter contract: $name', (adapter) => {
       },
     });
     expect((await request(url)).status).toBe(500);
+  });
+
+  it('compares the allowList with the forwarded client behind a trusted proxy, not with the proxy', async () => {
+    const { limiter } = requestLimiter();
+    // The socket is 127.0.0.1 (the proxy); the client it forwards is 203.0.113.5.
+    const clients = await adapter.start({ limiter, trustProxy: 1, allowList: ['203.0.113.0/24'] });
+    const listed = await requestMany(clients.url, 5, xff('203.0.113.5'));
+    expect(listed.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(listed[0]!.headers['ratelimit-policy']).toBeUndefined();
+    const unlisted = await requestMany(clients.url, 4, xff('198.51.100.7'));
+    expect(unlisted.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+
+    // Listing the proxy's address lets through no client it forwards.
+    const other = requestLimiter();
+    const proxy = await adapter.start({ limiter: other.limiter, trustProxy: 1, allowList: ['127.0.0.0/8'] });
+    expect((await requestMany(proxy.url, 4, xff('198.51.100.7'))).map((r) => r.status)).toEqual([
+      200, 200, 200, 429,
+    ]);
+  });
+
+  it('lets no forged X-Forwarded-For reach the allowList while trustProxy is 0', async () => {
+    for (const trustProxy of [undefined, 0]) {
+      const { limiter } = requestLimiter();
+      const { url } = await adapter.start({ limiter, trustProxy, allowList: ['203.0.113.0/24'] });
+      const replies = await requestMany(url, 4, xff('203.0.113.5'));
+      expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+      expect(replies[0]!.headers['ratelimit-policy']).toBe('"api";q=3;w=3');
+    }
+  });
+
+  it('keys by the X-Forwarded-For entry trustProxy hops from the right; what the client wrote never counts', async () => {
+    // The client wrote `forged`; its proxy appended 203.0.113.9 (the client), a second proxy 10.0.0.2.
+    const chain = 'forged, 203.0.113.9, 10.0.0.2';
+    const keyOf = async (url: string, forwarded: string) =>
+      JSON.parse((await request(url, xff(forwarded))).body).rateLimit.key;
+    const one = await adapter.start({ limiter: requestLimiter().limiter, trustProxy: 1 });
+    expect(await keyOf(one.url, chain)).toBe('10.0.0.2');
+    const two = await adapter.start({ limiter: requestLimiter().limiter, trustProxy: 2 });
+    expect(await keyOf(two.url, chain)).toBe('203.0.113.9');
+    // Whatever the client writes in front, and however many entries, it stays one key and one
+    // bucket: with the request above, these empty the burst of 3.
+    const forgeries = ['198.51.100.1, 203.0.113.9, 10.0.0.2', 'a, b, c, 203.0.113.9, 10.0.0.2'];
+    const keys = [];
+    for (const forwarded of forgeries) keys.push(await keyOf(two.url, forwarded));
+    expect(keys).toEqual(['203.0.113.9', '203.0.113.9']);
+    expect((await request(two.url, xff('203.0.113.9, 10.0.0.2'))).status).toBe(429);
+  });
+
+  it('gives back the tokens of a request whose connection closed before the response, as a failure', async () => {
+    for (const option of ['skipFailedRequests', 'skipSuccessfulRequests'] as const) {
+      const { store, limiter } = requestLimiter();
+      const reward = vi.spyOn(limiter, 'reward');
+      const app = await adapter.start({ limiter, [option]: true });
+      const controller = new AbortController();
+      const pending = fetch(`${app.url}/stall`, { signal: controller.signal }).catch(() => undefined);
+      await vi.waitFor(() => expect(app.handled()).toBe(1), { timeout: 5000 });
+      controller.abort();
+      await pending;
+      await vi.waitFor(() => expect(app.abandoned()).toBe(1), { timeout: 5000 });
+      if (option === 'skipFailedRequests') {
+        expect(reward).toHaveBeenCalledExactlyOnceWith('127.0.0.1', 1);
+        await tokensBack(store, 3);
+      } else {
+        // A success is what skipSuccessfulRequests gives back; an abandoned request is none.
+        expect(reward).not.toHaveBeenCalled();
+        expect(await tokensIn(store, '127.0.0.1', [api])).toBe(2);
+      }
+    }
+  });
+
+  it('never gives back a decision of the failure policy (the store down), with either skip option', async () => {
+    for (const failurePolicy of ['open', 'local'] as const) {
+      const clock = new FakeClock(0);
+      const store = new FlakyStore(new MemoryStore({ clock }));
+      const limiter = new RequestLimiter({
+        store,
+        limits: api,
+        failurePolicy,
+        fallback: { instances: 1 },
+        clock,
+      });
+      closers.push(() => limiter.close());
+      const reward = vi.spyOn(limiter, 'reward');
+      const failed = await adapter.start({ limiter, skipFailedRequests: true });
+      const succeeded = await adapter.start({ limiter, skipSuccessfulRequests: true });
+      store.failing = true;
+      const degraded = [
+        await request(`${failed.url}/status/500`),
+        await request(`${succeeded.url}/status/200`),
+      ];
+      expect(degraded.map((r) => [r.status, r.headers['ratelimit-degraded']])).toEqual([
+        [500, `policy=${failurePolicy}`],
+        [200, `policy=${failurePolicy}`],
+      ]);
+      // With the store back, the same two requests are given back: the only rewards there are.
+      store.failing = false;
+      await request(`${failed.url}/status/500`);
+      await request(`${succeeded.url}/status/200`);
+      await vi.waitFor(() => expect(reward.mock.calls.length).toBeGreaterThanOrEqual(2), { timeout: 5000 });
+      expect(reward.mock.calls).toEqual([
+        ['127.0.0.1', 1],
+        ['127.0.0.1', 1],
+      ]);
+    }
+  });
+
+  it('builds apart limits of the same names but other numbers, and once per set of equal limits', async () => {
+    const clock = new FakeClock(0);
+    const store = new MemoryStore({ clock });
+    const built: string[] = [];
+    // Fresh objects on every request: the limiter is found by the limits' value, not their identity.
+    const plans: Record<string, () => LimitSpec> = {
+      small: () => defineLimit({ capacity: 2, refillPerSecond: 1, name: 'plan' }),
+      large: () => defineLimit({ capacity: 4, refillPerSecond: 1, name: 'plan' }),
+      slow: () => defineLimit({ capacity: 2, refillPerSecond: 0.5, name: 'plan' }),
+    };
+    const { url } = await adapter.start({
+      limit: (req) => plans[String(req.headers['x-plan'])]!(),
+      createLimiter: (limits) => {
+        built.push(limits.map((l) => `${l.name} ${l.capacity} ${l.refillPerSecond}`).join());
+        const limiter = new RequestLimiter({ store, limits, failurePolicy: 'open', clock });
+        closers.push(() => limiter.close());
+        return limiter;
+      },
+      key: (req) => String(req.headers['x-user']),
+    });
+    const as = (plan: string, user: string) => ({ headers: { 'x-plan': plan, 'x-user': user } });
+    const small = await requestMany(url, 3, as('small', 'ann'));
+    const large = await requestMany(url, 5, as('large', 'bob'));
+    const slow = await requestMany(url, 3, as('slow', 'cy'));
+    expect(small.map((r) => r.status)).toEqual([200, 200, 429]);
+    expect(large.map((r) => r.status)).toEqual([200, 200, 200, 200, 429]);
+    expect(slow.map((r) => r.status)).toEqual([200, 200, 429]);
+    expect([small[0], large[0], slow[0]].map((r) => r!.headers['ratelimit-policy'])).toEqual([
+      '"plan";q=2;w=2',
+      '"plan";q=4;w=4',
+      '"plan";q=2;w=4',
+    ]);
+    expect(built).toEqual(['plan 2 1', 'plan 4 1', 'plan 2 0.5']);
+  });
+
+  describe('routes: no spelling of a path dodges its limit', () => {
+    const login = defineLimit({ capacity: 3, refillPerSecond: 1, name: 'login' });
+
+    /** The `RateLimit-Policy` name of each reply (`-` for none) and its status, one request at a time. */
+    async function limitsOf(url: string, paths: readonly string[], method = 'GET') {
+      const seen: string[] = [];
+      for (const path of paths) {
+        const reply = await request(`${url}${path}`, { method });
+        const policy = reply.headers['ratelimit-policy'];
+        seen.push(
+          `${policy === undefined ? '-' : parsePolicy(policy)[0]!.name} ${reply.status === 429 ? 429 : 'ok'}`,
+        );
+      }
+      return seen;
+    }
+
+    it('a path', async () => {
+      const { limiter } = requestLimiter('open', login);
+      const { url } = await adapter.start({ routes: { '/login': limiter } });
+      const spellings = ['/Login/', '//login', '/%6Cogin', '/LOGIN//?next=/', '/log%69n/'];
+      expect(await limitsOf(url, spellings)).toEqual([
+        'login ok',
+        'login ok',
+        'login ok',
+        'login 429',
+        'login 429',
+      ]);
+      expect(await limitsOf(url, ['/login/x', '/logins', '/other'])).toEqual(['- ok', '- ok', '- ok']);
+    });
+
+    it('a METHOD /path', async () => {
+      const { limiter } = requestLimiter('open', login);
+      const { url } = await adapter.start({ routes: { 'POST /login': limiter } });
+      const spellings = ['/Login/', '//login', '/%6Cogin', '/LOGIN?x=1'];
+      expect(await limitsOf(url, spellings, 'POST')).toEqual([
+        'login ok',
+        'login ok',
+        'login ok',
+        'login 429',
+      ]);
+      expect(await limitsOf(url, ['/login', '/Login/'])).toEqual(['- ok', '- ok']); // GET: not the route
+    });
+
+    it('a /prefix/*', async () => {
+      const { limiter } = requestLimiter('open', login);
+      const { url } = await adapter.start({ routes: { '/api/*': limiter } });
+      const spellings = ['/API/items', '//api//items', '/%61pi/items/', '/Api'];
+      expect(await limitsOf(url, spellings)).toEqual(['login ok', 'login ok', 'login ok', 'login 429']);
+      expect(await limitsOf(url, ['/apix', '/items'])).toEqual(['- ok', '- ok']);
+    });
+
+    it('the most specific name wins, however the request spells the path', async () => {
+      const named = (name: string) => requestLimiter('open', perMinute(100, { name })).limiter;
+      // The broadest names first: the order they are written in does not decide.
+      const { url } = await adapter.start({
+        routes: {
+          '/*': named('all'),
+          '/api/*': named('api'),
+          '/api/login': named('path'),
+          'POST /api/login': named('post'),
+        },
+      });
+      expect(await limitsOf(url, ['/items', '/api/items', '/API/Login/', '/api/login/x'])).toEqual([
+        'all ok',
+        'api ok',
+        'path ok',
+        'api ok',
+      ]);
+      expect(await limitsOf(url, ['//api/LOGIN', '/api/login'], 'POST')).toEqual(['post ok', 'post ok']);
+    });
   });
 
   it('refuses unknown options, naming what to use instead', () => {

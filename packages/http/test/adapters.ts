@@ -1,4 +1,4 @@
-import { createServer, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import {
   createRateLimit,
   expressRateLimit,
@@ -18,7 +18,8 @@ export type ContractOptions = RateLimitOptions<{ readonly headers: IncomingHttpH
  * One framework, as the adapter contract drives it: an app with the same routes everywhere —
  * `GET /items`, `GET /report`, `POST /login`, `GET /status/:code` (answers that status),
  * `GET /other` — each answering `{ rateLimit }` (the request property the middleware set) as
- * JSON, limited by the adapter's middleware made from `options`.
+ * JSON, and `GET /stall`, which never answers; limited by the adapter's middleware made from
+ * `options`.
  */
 export interface Adapter {
   readonly name: string;
@@ -31,8 +32,13 @@ export interface Adapter {
 /** A running app of the contract. */
 export interface App {
   readonly url: string;
-  /** Requests the route handlers ran (the middleware let through). */
+  /** Requests the route handlers ran (the middleware let through), `/stall` included. */
   readonly handled: () => number;
+  /**
+   * `/stall` requests whose connection has closed. Counted by a listener added after the
+   * middleware's own, so when it counts, the middleware has seen the close.
+   */
+  readonly abandoned: () => number;
 }
 
 /** The body of a denial by every adapter's `handler` in the contract: 418 and `custom`. */
@@ -57,8 +63,11 @@ interface Framework<Options extends { handler?: unknown }, Middleware> {
   limit(options: Options): Middleware;
   /** The contract's `handler` in the framework's signature: answers `CUSTOM` and the denial's status. */
   readonly customHandler: NonNullable<Options['handler']>;
-  /** Serves the contract's app behind `middleware` on a loopback port; a route handler calls `handle`. */
-  serve(middleware: Middleware, handle: () => void): Promise<Listening>;
+  /**
+   * Serves the contract's app behind `middleware` on a loopback port; a route handler calls
+   * `handle`, and `/stall` calls `stall` with Node's response (and never answers).
+   */
+  serve(middleware: Middleware, handle: () => void, stall: (res: ServerResponse) => void): Promise<Listening>;
 }
 
 /** The contract's `Adapter` for a framework: the handled count and closing the app are the same for all. */
@@ -71,13 +80,21 @@ function adapter<Options extends { handler?: unknown }, Middleware>(
     make: (options) => limit(options as unknown as Options),
     async start(options, extra) {
       let handled = 0;
+      let abandoned = 0;
       const middleware = limit({
         ...(options as unknown as Options),
         ...(extra?.customHandler ? { handler: customHandler } : {}),
       });
-      const app = await serve(middleware, () => handled++);
+      const app = await serve(
+        middleware,
+        () => handled++,
+        (res) => {
+          handled++;
+          res.once('close', () => abandoned++);
+        },
+      );
       running.push(app);
-      return { url: app.url, handled: () => handled };
+      return { url: app.url, handled: () => handled, abandoned: () => abandoned };
     },
   };
 }
@@ -92,7 +109,7 @@ const nodeAdapter = adapter({
     res.statusCode = CUSTOM.status;
     res.end(`${CUSTOM.body} ${denial.status}`);
   },
-  serve: (rateLimit, handle) =>
+  serve: (rateLimit, handle, stall) =>
     listen(
       createServer(async (req, res) => {
         try {
@@ -102,8 +119,9 @@ const nodeAdapter = adapter({
           res.end(String(error));
           return;
         }
-        handle();
         const path = new URL(req.url ?? '/', 'http://x').pathname;
+        if (path === '/stall') return stall(res);
+        handle();
         res.statusCode = statusOf(path);
         res.setHeader('Content-Type', 'application/json');
         res.end(JSON.stringify({ rateLimit: (req as { rateLimit?: unknown }).rateLimit ?? null }));
@@ -119,7 +137,7 @@ function expressAdapter(name: string, express: typeof express5): Adapter {
       res.statusCode = CUSTOM.status;
       res.end(`${CUSTOM.body} ${denial.status}`);
     },
-    serve: (rateLimit, handle) => {
+    serve: (rateLimit, handle, stall) => {
       const app = express();
       app.use(rateLimit);
       const answer = (req: express5.Request, res: express5.Response) => {
@@ -130,6 +148,7 @@ function expressAdapter(name: string, express: typeof express5): Adapter {
       };
       for (const path of GET_PATHS) app.get(path, answer);
       app.post('/login', answer);
+      app.get('/stall', (_req, res) => stall(res));
       app.use(
         (error: Error, _req: express5.Request, res: express5.Response, _next: express5.NextFunction) => {
           res.status(500).send(error.message);
@@ -147,8 +166,10 @@ const fastifyAdapter = adapter({
     reply.code(CUSTOM.status);
     reply.send(`${CUSTOM.body} ${denial.status}`);
   },
-  serve: async (rateLimit, handle) => {
-    const app = Fastify();
+  serve: async (rateLimit, handle, stall) => {
+    // Closes every connection on close, as `listen` does for the others: after an aborted request
+    // the client may hold a connection that never sent one, which would hold close() for seconds.
+    const app = Fastify({ forceCloseConnections: true });
     app.addHook('onRequest', rateLimit);
     const answer = async (
       request: { url: string; rateLimit?: unknown },
@@ -160,6 +181,10 @@ const fastifyAdapter = adapter({
     };
     for (const path of GET_PATHS) app.get(path, answer);
     app.post('/login', answer);
+    // A synchronous handler that never sends: Fastify waits for the reply.
+    app.get('/stall', (_request, reply) => {
+      stall(reply.raw);
+    });
     const url = await app.listen({ host: '127.0.0.1', port: 0 });
     return { url, close: () => app.close() };
   },

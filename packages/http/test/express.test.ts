@@ -1,4 +1,7 @@
-/** What only Express has, on Express 4 and 5: a middleware mounted on one route, and `trust proxy`. */
+/**
+ * What only Express has, on Express 4 and 5: a middleware mounted on one route, `trust proxy`, and
+ * a middleware that can call `next()` before it returns.
+ */
 import { createServer } from 'node:http';
 import { defineLimit } from '@tiered-limiter/core';
 import { expressRateLimit } from '@tiered-limiter/http';
@@ -7,7 +10,15 @@ import { FakeClock } from '@tiered-limiter/test-harness';
 import express5, { type Request } from 'express';
 import express4 from 'express4';
 import { describe, expect, it } from 'vitest';
-import { type Listening, listen, parseRateLimit, request, requestMany } from './helpers.js';
+import {
+  exactTieredLimiter,
+  type Listening,
+  listen,
+  parseRateLimit,
+  request,
+  requestMany,
+  watchLimiterCalls,
+} from './helpers.js';
 import { closeAfterEach } from './teardown.js';
 
 const login = defineLimit({ capacity: 2, refillPerSecond: 0.5, name: 'login' });
@@ -100,5 +111,77 @@ describe.each([
     } finally {
       process.off('warning', onWarning);
     }
+  });
+
+  /** An app behind `middleware` whose one route answers the key the request was counted under. */
+  async function keyApp(trustProxy: number | boolean, middleware: express5.RequestHandler): Promise<string> {
+    const app = express();
+    app.set('trust proxy', trustProxy);
+    app.use(middleware);
+    app.get('/', (req, res) => {
+      res.json({ key: (req as { rateLimit?: { key: string } }).rateLimit?.key ?? null });
+    });
+    return start(app);
+  }
+  const from = (chain: string) => ({ headers: { 'x-forwarded-for': chain } });
+  const keyAt = async (url: string, chain: string) => JSON.parse((await request(url, from(chain))).body).key;
+  // The client wrote `forged`; its proxy appended 203.0.113.9 (the client), a second proxy 10.0.0.2.
+  const chain = 'forged, 203.0.113.9, 10.0.0.2';
+
+  it("believes the app's 'trust proxy' as it is, hop count included, while trustProxy is 0", async () => {
+    expect(await keyAt(await keyApp(1, expressRateLimit({ limiter: limiter() })), chain)).toBe('10.0.0.2');
+    expect(await keyAt(await keyApp(2, expressRateLimit({ limiter: limiter() })), chain)).toBe('203.0.113.9');
+  });
+
+  it("counts hops by the middleware's trustProxy when set, whatever the app's 'trust proxy' says", async () => {
+    // `true` trusts every hop: Express's req.ip would be the client's own `forged`.
+    const everyHop = await keyApp(true, expressRateLimit({ limiter: limiter(), trustProxy: 1 }));
+    expect(await keyAt(everyHop, chain)).toBe('10.0.0.2');
+    const oneHop = await keyApp(1, expressRateLimit({ limiter: limiter(), trustProxy: 2 }));
+    expect(await keyAt(oneHop, chain)).toBe('203.0.113.9');
+  });
+
+  it("compares the allowList with the client the app's 'trust proxy' names, not with the proxy", async () => {
+    const listed = await keyApp(1, expressRateLimit({ limiter: limiter(), allowList: ['203.0.113.0/24'] }));
+    const through = await requestMany(listed, 4, from('203.0.113.5'));
+    expect(through.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    expect(through[0]!.headers['ratelimit-policy']).toBeUndefined();
+    expect((await requestMany(listed, 3, from('198.51.100.7'))).map((r) => r.status)).toEqual([
+      200, 200, 429,
+    ]);
+    // The socket (the proxy) is 127.0.0.1: listing it lets through no client it forwards.
+    const proxy = await keyApp(1, expressRateLimit({ limiter: limiter(), allowList: ['127.0.0.0/8'] }));
+    expect((await requestMany(proxy, 3, from('198.51.100.7'))).map((r) => r.status)).toEqual([200, 200, 429]);
+  });
+
+  it('calls next() before returning when the lease answers, and consume only when it cannot', async () => {
+    const clock = new FakeClock(0);
+    const tiered = exactTieredLimiter(defineLimit({ capacity: 10, refillPerSecond: 1, name: 'api' }), clock);
+    closers.push(() => tiered.close());
+    const calls = watchLimiterCalls(tiered);
+    const middleware = expressRateLimit({ limiter: tiered });
+    // Per request: whether the lease answered, and whether next() ran inside the middleware's call.
+    const seen: string[] = [];
+    const app = express();
+    app.use((req, res, next) => {
+      const before = calls.length;
+      let returned = false;
+      middleware(req, res, (error?: unknown) => {
+        seen.push(`${calls[before]} ${returned ? 'later' : 'at once'}`);
+        next(error);
+      });
+      returned = true;
+    });
+    app.get('/', (_req, res) => {
+      res.send('ok');
+    });
+    const url = await start(app);
+    expect((await requestMany(url, 10)).map((r) => r.status)).toEqual(Array(10).fill(200));
+    expect(seen.length).toBe(10);
+    for (const entry of seen) expect(['hit at once', 'miss later']).toContain(entry);
+    expect(seen).toContain('hit at once');
+    expect(calls.filter((call) => call === 'consume').length).toBe(
+      seen.filter((e) => e === 'miss later').length,
+    );
   });
 });

@@ -1,11 +1,14 @@
-/** What only Fastify has: per-route `config.rateLimit`, the route's own `onRequest`, its error handler. */
+/**
+ * What only Fastify has: per-route `config.rateLimit`, the route's own `onRequest`, its error handler,
+ * and a callback hook that can call `done()` before it returns.
+ */
 import { defineLimit, type LimitSpec, perSecond } from '@tiered-limiter/core';
 import { clientIp, fastifyRateLimit, type HttpLimiter, ipKey, type RouteLimit } from '@tiered-limiter/http';
 import { MemoryStore, RequestLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { exactTieredLimiter, parseRateLimit, request, requestMany } from './helpers.js';
+import { exactTieredLimiter, parseRateLimit, request, requestMany, watchLimiterCalls } from './helpers.js';
 import { closeAfterEach } from './teardown.js';
 
 declare module 'fastify' {
@@ -111,6 +114,35 @@ describe('fastifyRateLimit', () => {
     expect(replies[2]!.headers['retry-after']).toBe('2');
     expect(replies[2]!.headers.ratelimit).toMatch(/^"report";r=[0-2];t=1$/);
     expect((await request(`${url}/report/4?pages=2`)).status).toBe(200);
+  });
+
+  it('calls done() before returning when the lease answers, and consume only when it cannot', async () => {
+    const clock = new FakeClock(0);
+    const limiter = exactTieredLimiter(defineLimit({ capacity: 10, refillPerSecond: 1, name: 'api' }), clock);
+    closers.push(() => limiter.close());
+    const calls = watchLimiterCalls(limiter);
+    const hook = fastifyRateLimit<FastifyRequest>({ limiter });
+    // Per request: whether the lease answered, and whether done() ran inside the hook's call.
+    const seen: string[] = [];
+    const app = Fastify();
+    app.addHook('onRequest', (request, reply, done) => {
+      const before = calls.length;
+      let returned = false;
+      hook(request, reply, (error) => {
+        seen.push(`${calls[before]} ${returned ? 'later' : 'at once'}`);
+        done(error);
+      });
+      returned = true;
+    });
+    app.get('/', async () => 'ok');
+    const url = await start(app);
+    expect((await requestMany(url, 10)).map((r) => r.status)).toEqual(Array(10).fill(200));
+    expect(seen.length).toBe(10);
+    for (const entry of seen) expect(['hit at once', 'miss later']).toContain(entry);
+    expect(seen).toContain('hit at once');
+    expect(calls.filter((call) => call === 'consume').length).toBe(
+      seen.filter((e) => e === 'miss later').length,
+    );
   });
 
   it('sends an error from a cost beyond the capacity to the error handler', async () => {

@@ -5,6 +5,7 @@ import type { BucketOp, BucketReply, Clock, GlobalStore, LimitSpec } from '@tier
 import type { HttpLimiter } from '@tiered-limiter/http';
 import { LocalLimiter, type LocalLimiterOptions, MemoryStore, TieredLimiter } from '@tiered-limiter/local';
 import { parseList } from 'structured-headers';
+import { vi } from 'vitest';
 
 /** A store that answers through a real one until `failing` is set, then rejects every call. */
 export class FlakyStore implements GlobalStore {
@@ -170,4 +171,31 @@ function integer(value: unknown, name: string, min: number): number | undefined 
     throw new Error(`${name}=${String(value)} is not an Integer from ${min} up`);
   }
   return value;
+}
+
+/**
+ * Records the limiter calls the middleware makes, in order: `hit` when `tryConsume` answered,
+ * `miss` when it did not, `consume` for each `consume`. The `tryConsume` that the two-tier
+ * limiter's own `consume` makes inside is not the middleware's, and is left out.
+ */
+export function watchLimiterCalls(limiter: TieredLimiter): string[] {
+  const calls: string[] = [];
+  const tryConsume = limiter.tryConsume.bind(limiter);
+  const consume = limiter.consume.bind(limiter);
+  let inConsume = false;
+  vi.spyOn(limiter, 'tryConsume').mockImplementation((key, cost) => {
+    const decision = tryConsume(key, cost);
+    if (!inConsume) calls.push(decision === undefined ? 'miss' : 'hit');
+    return decision;
+  });
+  vi.spyOn(limiter, 'consume').mockImplementation((key, cost) => {
+    calls.push('consume');
+    inConsume = true;
+    try {
+      return consume(key, cost);
+    } finally {
+      inConsume = false;
+    }
+  });
+  return calls;
 }
