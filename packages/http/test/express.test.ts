@@ -75,6 +75,18 @@ describe.each([
     expect((await requestMany(`${url}/free`, 4)).map((r) => r.status)).toEqual([200, 200, 200, 200]);
   });
 
+  it('matches route names against the whole URL, also under a mount path', async () => {
+    const app = express();
+    // Mounted under /api: `req.url` is `/login` there, but a route is named by the path a client sends.
+    app.use('/api', expressRateLimit({ routes: { '/api/login': limiter(), '/login': false } }));
+    app.post('/api/login', (_req, res) => {
+      res.send('in');
+    });
+    const url = await start(app);
+    const statuses = (await requestMany(`${url}/api/login`, 3, { method: 'POST' })).map((r) => r.status);
+    expect(statuses).toEqual([200, 200, 429]);
+  });
+
   it("keys by req.ip when the app set 'trust proxy', and by the socket when it did not", async () => {
     const warnings: string[] = [];
     const onWarning = (warning: Error & { code?: string }) => warnings.push(warning.code ?? '');
