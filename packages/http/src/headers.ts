@@ -25,6 +25,11 @@ export interface RateLimitPolicy {
   readonly items: readonly PolicyItem[];
   /** The `RateLimit-Policy` field value, e.g. `"api";q=10;w=1` or `"burst";q=20;w=2, "hourly";q=1000;w=3600`. */
   readonly header: string;
+  /**
+   * The policy of the in-process bucket the `local` failure policy decides by, when the limiter
+   * has one: a decision of that policy is announced by it, not by the limits it stands in for.
+   */
+  readonly fallback?: RateLimitPolicy | undefined;
 }
 
 /**
@@ -64,14 +69,26 @@ export type RateLimitHeaders = Record<string, string>;
  * The `RateLimit-Policy` of a limiter's limits (draft-ietf-httpapi-ratelimit-headers-10 and -11):
  * one item per limit, named by the limit, with `q` its capacity and `w` the seconds an empty
  * bucket takes to fill. A token bucket of capacity `q` refilled over `w` seconds admits a
- * burst of `q`, then `q` per `w` seconds. Throws a `ConfigError` for a list that is not limits.
+ * burst of `q`, then `q` per `w` seconds. `fallbackLimits` are the limits of the `local` failure
+ * policy's in-process bucket (the limiter's `fallbackLimits`), which announce its decisions.
+ * Throws a `ConfigError` for a list that is not limits.
  *
  * @example
  * const policy = rateLimitPolicy([perSecond(10, { name: 'api' })]);
  * policy.header; // '"api";q=10;w=1'
+ * rateLimitPolicy(limiter.limits, limiter.fallbackLimits); // a limiter of failurePolicy 'local'
  */
-export function rateLimitPolicy(limits: LimitSpec | readonly LimitSpec[]): RateLimitPolicy {
-  const items = assertLimits('limits', limits).map(
+export function rateLimitPolicy(
+  limits: LimitSpec | readonly LimitSpec[],
+  fallbackLimits?: LimitSpec | readonly LimitSpec[],
+): RateLimitPolicy {
+  const policy = policyOf('limits', limits);
+  if (fallbackLimits === undefined) return policy;
+  return Object.freeze({ ...policy, fallback: policyOf('fallbackLimits', fallbackLimits) });
+}
+
+function policyOf(option: string, limits: LimitSpec | readonly LimitSpec[]): RateLimitPolicy {
+  const items = assertLimits(option, limits).map(
     (spec): PolicyItem =>
       Object.freeze({
         name: spec.name,
@@ -101,10 +118,12 @@ export function rateLimitPolicy(limits: LimitSpec | readonly LimitSpec[]): RateL
  * - the legacy `X-RateLimit-*` fields and the degraded header, as `options` say.
  *
  * A decision of the `open` or `closed` failure policy read no bucket, so it has no `RateLimit`
- * (nor legacy remaining and reset). A shadow-mode denial is admitted and gets no `Retry-After`.
+ * (nor legacy remaining and reset). One of the `local` policy read its in-process bucket: with
+ * `policy.fallback`, both fields speak of that bucket. A shadow-mode denial is admitted and gets
+ * no `Retry-After`.
  *
  * @example
- * const policy = rateLimitPolicy(limiter.limits);
+ * const policy = rateLimitPolicy(limiter.limits, limiter.fallbackLimits);
  * const decision = limiter.tryConsume(ip) ?? (await limiter.consume(ip));
  * for (const [name, value] of Object.entries(rateLimitHeaders(decision, policy))) res.setHeader(name, value);
  */
@@ -115,11 +134,15 @@ export function rateLimitHeaders(
 ): RateLimitHeaders {
   const headers: RateLimitHeaders = {};
   const standard = options.standardHeaders !== false;
-  if (standard) headers['RateLimit-Policy'] = policy.header;
-  const readBucket = decision.tier !== 'fallback' || decision.policy === 'local';
+  const local = decision.tier === 'fallback' && decision.policy === 'local';
+  // The fallback bucket is smaller and slower than the limits it stands in for: announced by
+  // those, its denial's t and q would not match its Retry-After and r.
+  const announced = (local ? policy.fallback : undefined) ?? policy;
+  if (standard) headers['RateLimit-Policy'] = announced.header;
+  const readBucket = decision.tier !== 'fallback' || local;
   const retryAfter = decision.allowed ? 0 : wholeSeconds(decision.retryAfterMs);
   if (standard && readBucket) {
-    const item = itemOf(decision.name, policy);
+    const item = itemOf(decision.name, announced);
     const t = nextTokenSeconds(decision, item.limit);
     headers.RateLimit = `${quote(item.name)};r=${decision.remaining}${t === undefined ? '' : `;t=${t}`}`;
   }

@@ -34,7 +34,7 @@ export function entryOf(option: string, limiter: unknown, needs: LimiterNeeds): 
       'a limiter with reward(key, tokens), which skipFailedRequests and skipSuccessfulRequests call',
     );
   }
-  return { limiter, policy: rateLimitPolicy(limiter.limits) };
+  return { limiter, policy: rateLimitPolicy(limiter.limits, limiter.fallbackLimits) };
 }
 
 /**

@@ -167,6 +167,32 @@ describe('rateLimitHeaders: t is the seconds until the next token of the limit t
     },
   );
 
+  it("announces a local-policy decision by the fallback bucket's policy, any other by the limits'", () => {
+    // apiLimit divided by 3: a bucket of 1 refilled every 3 s.
+    const fallback = defineLimit({ capacity: 1, refillPerSecond: 1 / 3, name: 'api' });
+    const policy = rateLimitPolicy(apiLimit, fallback);
+    expect(policy.header).toBe('"api";q=3;w=3');
+    expect(policy.fallback?.header).toBe('"api";q=1;w=3');
+    expect(
+      rateLimitHeaders(denyDecision(3000, 0, 3000, fallback, 'fallback', 'local', failure), policy),
+    ).toEqual({
+      'RateLimit-Policy': '"api";q=1;w=3',
+      RateLimit: '"api";r=0;t=3',
+      'Retry-After': '3',
+      'RateLimit-Degraded': 'policy=local',
+    });
+    expect(rateLimitHeaders(denyDecision(1000, 0, 3000, apiLimit, 'global'), policy)).toEqual({
+      'RateLimit-Policy': '"api";q=3;w=3',
+      RateLimit: '"api";r=0;t=1',
+      'Retry-After': '1',
+    });
+    expect(rateLimitHeaders(allowDecision(0, 0, apiLimit, 'fallback', 'open', failure), policy)).toEqual({
+      'RateLimit-Policy': '"api";q=3;w=3',
+      'RateLimit-Degraded': 'policy=open',
+    });
+    expect(() => rateLimitPolicy(apiLimit, [] as never)).toThrow(/`fallbackLimits`/);
+  });
+
   it('names the degraded header as told, or sends none', () => {
     const decision = allowDecision(0, 0, apiLimit, 'fallback', 'open', failure);
     expect(

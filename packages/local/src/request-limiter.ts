@@ -110,6 +110,15 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     return this.#store.policy.policy;
   }
 
+  /**
+   * The limits the `local` failure policy decides by while the store fails (the limits divided by
+   * `fallback.instances`, or `fallback.limits`); `undefined` under `open` and `closed`. The HTTP
+   * middleware announces them in the headers of a fallback decision.
+   */
+  get fallbackLimits(): readonly LimitSpec[] | undefined {
+    return this.#store.policy.localLimits;
+  }
+
   /** Whether the store is considered down (the breaker is open or probing). */
   get degraded(): boolean {
     return this.#store.guard.degraded;

@@ -76,6 +76,15 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     return this.#parts.store.policy.policy;
   }
 
+  /**
+   * The limits the `local` failure policy decides by while the store fails (the limits divided by
+   * `instances`, or `fallback.limits`); `undefined` under `open` and `closed`. The HTTP middleware
+   * announces them in the headers of a fallback decision.
+   */
+  get fallbackLimits(): readonly LimitSpec[] | undefined {
+    return this.#parts.store.policy.localLimits;
+  }
+
   /** Whether the store is considered down (the breaker is open or probing). */
   get degraded(): boolean {
     return this.#parts.store.guard.degraded;
