@@ -49,8 +49,8 @@ export interface RateLimitHeaderOptions {
   standardHeaders?: StandardHeaders;
   /**
    * Also send `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (seconds
-   * from now until the limit is full, or the `Retry-After` of a denial; not an epoch time), for
-   * clients that predate the IETF fields.
+   * from now until the limit is full, on a denial too; not an epoch time), for clients that
+   * predate the IETF fields.
    * @default false
    */
   legacyHeaders?: boolean;
@@ -151,9 +151,9 @@ export function rateLimitHeaders(
     headers['X-RateLimit-Limit'] = String(decision.limit);
     if (readBucket) {
       headers['X-RateLimit-Remaining'] = String(decision.remaining);
-      headers['X-RateLimit-Reset'] = String(
-        decision.allowed ? wholeSeconds(decision.resetMs, 0) : retryAfter,
-      );
+      // Until full, denial or not, as express-rate-limit's reset is the window's end either way:
+      // the wait for the next request is Retry-After's to say.
+      headers['X-RateLimit-Reset'] = String(wholeSeconds(decision.resetMs, 0));
     }
   }
   const degraded = options.degradedHeader ?? DEFAULT_DEGRADED_HEADER;

@@ -115,8 +115,8 @@ describe('rateLimitHeaders: t is the seconds until the next token of the limit t
     }
   });
 
-  it('adds the legacy headers on request, reset in seconds until full', () => {
-    // 0.5 tokens, a cost of 2: 1.5 s to wait, the next token in 0.5 s.
+  it('adds the legacy headers on request, reset in seconds until full, on a denial too', () => {
+    // 0.5 tokens, a cost of 2: 1.5 s to wait, the next token in 0.5 s, full in 2.5 s.
     expect(
       rateLimitHeaders(denyDecision(1500, 0, 2500, apiLimit, 'global'), api, { legacyHeaders: true }),
     ).toEqual({
@@ -125,13 +125,34 @@ describe('rateLimitHeaders: t is the seconds until the next token of the limit t
       'Retry-After': '2',
       'X-RateLimit-Limit': '3',
       'X-RateLimit-Remaining': '0',
-      'X-RateLimit-Reset': '2',
+      'X-RateLimit-Reset': '3',
     });
     expect(
       rateLimitHeaders(allowDecision(1, 2000, apiLimit, 'global'), api, { legacyHeaders: true })[
         'X-RateLimit-Reset'
       ],
     ).toBe('2');
+  });
+
+  it("sends the same fields for 'draft-10' as for 'draft-11' (the default)", () => {
+    const decisions = [
+      allowDecision(2, 1000, apiLimit, 'global'),
+      allowDecision(3, 0, apiLimit, 'lease'),
+      denyDecision(2500, 0, 2500, apiLimit, 'global'),
+      allowDecision(0, 0, apiLimit, 'fallback', 'open', failure),
+      denyDecision(1000, 0, 0, apiLimit, 'fallback', 'closed', failure),
+      shadowOf(denyDecision(400, 0, 2400, apiLimit, 'global')),
+    ];
+    for (const decision of decisions) {
+      for (const legacyHeaders of [false, true]) {
+        const draft11 = rateLimitHeaders(decision, api, { standardHeaders: 'draft-11', legacyHeaders });
+        expect(draft11['RateLimit-Policy']).toBe('"api";q=3;w=3');
+        expect(rateLimitHeaders(decision, api, { standardHeaders: 'draft-10', legacyHeaders })).toEqual(
+          draft11,
+        );
+        expect(rateLimitHeaders(decision, api, { legacyHeaders })).toEqual(draft11);
+      }
+    }
   });
 
   it('sends no standard fields with standardHeaders: false, Retry-After still', () => {
