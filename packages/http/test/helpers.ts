@@ -5,7 +5,7 @@ import type { BucketOp, BucketReply, Clock, GlobalStore, LimitSpec } from '@tier
 import type { HttpLimiter } from '@tiered-limiter/http';
 import { LocalLimiter, type LocalLimiterOptions, MemoryStore, TieredLimiter } from '@tiered-limiter/local';
 import { parseList } from 'structured-headers';
-import { vi } from 'vitest';
+import { expect, vi } from 'vitest';
 
 /** A store that answers through a real one until `failing` is set, then rejects every call. */
 export class FlakyStore implements GlobalStore {
@@ -198,4 +198,23 @@ export function watchLimiterCalls(limiter: TieredLimiter): string[] {
     }
   });
   return calls;
+}
+
+/**
+ * What a middleware did per request, as `seen` recorded it (`hit at once`: the lease answered and
+ * the framework's callback ran before the middleware returned; `miss later`: it awaited `consume`)
+ * against the limiter's `calls` (`watchLimiterCalls`): `requests` entries, each one of those two, a
+ * lease answer among them, and a `consume` for each miss only.
+ */
+export function expectSynchronousWhenLeased(
+  seen: readonly string[],
+  calls: readonly string[],
+  requests: number,
+): void {
+  expect(seen.length).toBe(requests);
+  for (const entry of seen) expect(['hit at once', 'miss later']).toContain(entry);
+  expect(seen).toContain('hit at once');
+  expect(calls.filter((call) => call === 'consume').length).toBe(
+    seen.filter((e) => e === 'miss later').length,
+  );
 }
