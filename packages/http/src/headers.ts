@@ -18,7 +18,8 @@ export interface PolicyItem {
 
 /**
  * A limiter's limits as the IETF `RateLimit-Policy` field announces them, computed once per
- * limiter so that no request pays for it. Build it with `rateLimitPolicy`.
+ * limiter (and again after its `setLimits`) so that no request pays for it. Build it with
+ * `rateLimitPolicy`.
  */
 export interface RateLimitPolicy {
   /** One item per limit, in the limiter's order. */

@@ -7,10 +7,39 @@ import { warnOnce } from './warn.js';
 
 const { assertInteger, assertLimits } = internal;
 
-/** A limiter with its `RateLimit-Policy`, computed once. */
+/** A limiter with the `RateLimit-Policy` of its limits as in force now. */
 export interface LimiterEntry {
   readonly limiter: HttpLimiter;
   readonly policy: RateLimitPolicy;
+}
+
+/**
+ * A limiter's entry whose policy follows `setLimits`: a limiter replaces its `limits` (and its
+ * `fallbackLimits`) with new objects when its limits change, so two reference comparisons a
+ * request tell whether the policy computed last still holds.
+ */
+class FollowingEntry implements LimiterEntry {
+  readonly limiter: HttpLimiter;
+  #limits: HttpLimiter['limits'];
+  #fallback: HttpLimiter['fallbackLimits'];
+  #policy: RateLimitPolicy;
+
+  constructor(limiter: HttpLimiter) {
+    this.limiter = limiter;
+    this.#limits = limiter.limits;
+    this.#fallback = limiter.fallbackLimits;
+    this.#policy = rateLimitPolicy(this.#limits, this.#fallback);
+  }
+
+  get policy(): RateLimitPolicy {
+    const { limits, fallbackLimits } = this.limiter;
+    if (limits !== this.#limits || fallbackLimits !== this.#fallback) {
+      this.#limits = limits;
+      this.#fallback = fallbackLimits;
+      this.#policy = rateLimitPolicy(limits, fallbackLimits);
+    }
+    return this.#policy;
+  }
 }
 
 /** Where a request's limiter comes from: one fixed limiter, or one per distinct set of limits. */
@@ -34,7 +63,7 @@ export function entryOf(option: string, limiter: unknown, needs: LimiterNeeds): 
       'a limiter with reward(key, tokens), which skipFailedRequests and skipSuccessfulRequests call',
     );
   }
-  return { limiter, policy: rateLimitPolicy(limiter.limits, limiter.fallbackLimits) };
+  return new FollowingEntry(limiter);
 }
 
 /**
