@@ -68,6 +68,19 @@ describe('RouteTable', () => {
     expect(find('GET', '/apix')).toBe(all);
   });
 
+  it('between two prefixes of one path, takes the one with the request’s method, whichever is written first', () => {
+    const writes = limiter('writes');
+    const reads = limiter('reads');
+    for (const order of [
+      { '/data/*': reads, 'POST /data/*': writes },
+      { 'POST /data/*': writes, '/data/*': reads },
+    ]) {
+      const prefixes = table<unknown>(order);
+      expect(prefixes.find('POST', '/data/7')).toBe(writes);
+      expect(prefixes.find('GET', '/data/7')).toBe(reads);
+    }
+  });
+
   it('finds the GET route for a HEAD request, exact or by prefix', () => {
     expect(find('HEAD', '/export')).toBe(report);
     expect(find('HEAD', '/api/report/7')).toBe(report);
