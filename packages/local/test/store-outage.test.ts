@@ -100,6 +100,22 @@ function make(kind: keyof typeof LIMITERS, options: Options): Limiter {
   return limiter;
 }
 
+/** A limiter of `kind` whose breaker (one failure, 100 ms cooldown) the refusing store has just opened. */
+async function openedBreaker(
+  kind: keyof typeof LIMITERS,
+  failurePolicy: 'open' | 'closed',
+): Promise<Limiter> {
+  const limiter = make(kind, {
+    limits: defineLimit({ capacity: 100, refillPerSecond: 100 }),
+    failurePolicy,
+    breaker: { failureThreshold: 1, cooldownMs: 100 },
+  });
+  store.mode = 'refuse';
+  await limiter.consume('opens');
+  expect(limiter.degraded).toBe(true);
+  return limiter;
+}
+
 /** `n` requests of `key` one after another: how many were admitted, and the last decision. */
 async function consumeMany(limiter: Limiter, key: string, n: number) {
   let admitted = 0;
@@ -149,14 +165,7 @@ describe.each(Object.keys(LIMITERS) as (keyof typeof LIMITERS)[])('%s while the 
   });
 
   it('half-open breaker: one probe reaches the store, the requests beside it get the policy, and its answer closes the breaker', async () => {
-    const limiter = make(kind, {
-      limits: defineLimit({ capacity: 100, refillPerSecond: 100 }),
-      failurePolicy: 'closed',
-      breaker: { failureThreshold: 1, cooldownMs: 100 },
-    });
-    store.mode = 'refuse';
-    await limiter.consume('opens');
-    expect(limiter.degraded).toBe(true);
+    const limiter = await openedBreaker(kind, 'closed');
     await advance(100);
     store.mode = 'gate';
     const sentBefore = store.ops.length;
@@ -179,13 +188,7 @@ describe.each(Object.keys(LIMITERS) as (keyof typeof LIMITERS)[])('%s while the 
   });
 
   it('half-open breaker: while the store keeps failing, one probe per cooldown and none between', async () => {
-    const limiter = make(kind, {
-      limits: defineLimit({ capacity: 100, refillPerSecond: 100 }),
-      failurePolicy: 'open',
-      breaker: { failureThreshold: 1, cooldownMs: 100 },
-    });
-    store.mode = 'refuse';
-    await limiter.consume('opens');
+    const limiter = await openedBreaker(kind, 'open');
     let key = 0;
     const burst = () => Promise.all(Array.from({ length: 5 }, () => limiter.consume(`k${key++}`)));
     for (let cooldown = 0; cooldown < 3; cooldown++) {
