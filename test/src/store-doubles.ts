@@ -16,6 +16,8 @@ export class ScriptedStore implements GlobalStore {
   mode: StoreMode = 'ok';
   readonly calls: StoreCall[] = [];
   readonly #inner: GlobalStore;
+  /** Calls passed on to the inner store and not yet answered. */
+  readonly #out = new Set<Promise<unknown>>();
 
   constructor(inner: GlobalStore) {
     this.#inner = inner;
@@ -34,11 +36,25 @@ export class ScriptedStore implements GlobalStore {
     return this.#run({ method: 'reset', op: { key, limits } }, () => this.#inner.reset(key, limits));
   }
 
+  /**
+   * Resolves once every call passed on to the inner store so far has been answered, whenever
+   * that is: what a test waits for after work the limiter sends in the background (a hand-back),
+   * rather than a sleep that assumes how long a round trip takes. Calls a `hang` mode keeps are
+   * not waited for.
+   */
+  async settled(): Promise<void> {
+    while (this.#out.size > 0) await Promise.allSettled([...this.#out]);
+  }
+
   #run<T>(call: StoreCall, real: () => Promise<T>): Promise<T> {
     this.calls.push(call);
     if (this.mode === 'reject') return Promise.reject(new Error('connection refused'));
     if (this.mode === 'hang') return new Promise<T>(() => {});
-    return real();
+    const answer = real();
+    this.#out.add(answer);
+    const done = () => this.#out.delete(answer);
+    answer.then(done, done);
+    return answer;
   }
 }
 
