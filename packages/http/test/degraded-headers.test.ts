@@ -102,6 +102,27 @@ describe.each(ADAPTERS)('store down, $name', (adapter) => {
       expect((await request(`${url}/items`)).status).toBe(200);
     });
 
+    it('local policy, a cost the fallback bucket can never hold: refused in its terms, until the store is back', async () => {
+      const degraded = defineLimit({ capacity: 2, refillPerSecond: 0.5, name: 'degraded' });
+      const { limiter } = downLimiter(kind, {
+        limits: perSecond(10, { name: 'burst' }),
+        failurePolicy: 'local',
+        fallback: { limits: degraded },
+        closedRetryAfterMs: 5000,
+      });
+      const { url } = await adapter.start({ limiter, cost: () => 3, legacyHeaders: true });
+
+      const refused = await request(`${url}/items`);
+      expect(refused.status).toBe(429);
+      expect(refused.headers['ratelimit-degraded']).toBe('policy=local');
+      expect(fields(refused)).toEqual({
+        limit: { name: 'degraded', r: 0 },
+        policy: [{ name: 'degraded', q: 2, w: 4 }],
+      });
+      expect(refused.headers['x-ratelimit-limit']).toBe('2');
+      expect(refused.headers['retry-after']).toBe('5');
+    });
+
     it("closed policy: 503 with the limiter's closedRetryAfterMs as Retry-After, and onExceeded is told", async () => {
       const { limiter } = downLimiter(kind, {
         limits: perSecond(5, { name: 'login' }),

@@ -129,6 +129,26 @@ describe('RequestLimiter', () => {
     expect(allowed).toEqual([true, true, true, false, false]);
   });
 
+  it('refuses a cost the local bucket can never hold, in its terms, until the store is back', async () => {
+    const { store, limiter } = setup({
+      failurePolicy: 'local',
+      fallback: { limits: defineLimit({ capacity: 3, refillPerSecond: 1, name: 'fallback' }) },
+      closedRetryAfterMs: 7000,
+    });
+    store.mode = 'reject';
+    expect(await limiter.consume('k', 5)).toMatchObject({
+      allowed: false,
+      tier: 'fallback',
+      policy: 'local',
+      name: 'fallback',
+      limit: 3,
+      remaining: 0,
+      retryAfterMs: 7000,
+    });
+    // What it can hold is still admitted.
+    expect(await limiter.consume('k', 3)).toMatchObject({ allowed: true, tier: 'fallback', policy: 'local' });
+  });
+
   it('throws at once for programmer errors, never for store failures', async () => {
     const { limiter } = setup();
     expect(() => limiter.consume(undefined as never)).toThrow(/`key`/);

@@ -61,6 +61,8 @@ export class FailurePolicyDecider {
   readonly #closedRetryAfterMs: number;
   readonly #local: LocalLimiter | undefined;
   readonly #localMaxCost: number;
+  /** What a denial of a cost the local buckets can never hold names: the local limit that refuses it. */
+  readonly #localLimit: LimitSpec | undefined;
 
   constructor(options: FailurePolicyOptions, limits: readonly LimitSpec[], clock: Clock) {
     this.policy = assertOneOf('failurePolicy', options.failurePolicy, POLICIES);
@@ -78,6 +80,7 @@ export class FailurePolicyDecider {
         : assertObject<LocalFallbackOptions>('fallback', options.fallback);
     this.#local = this.policy === 'local' ? localFallback(fallback, limits, clock) : undefined;
     this.#localMaxCost = this.#local ? smallestCapacity(this.#local.limits) : 0;
+    this.#localLimit = this.#local ? tightestWhenFull(this.#local.limits) : undefined;
   }
 
   /** The limits the `local` policy admits by, or `undefined` for the other policies. */
@@ -93,8 +96,10 @@ export class FailurePolicyDecider {
       case 'closed':
         return denyDecision(this.#closedRetryAfterMs, 0, 0, this.#limit, 'fallback', 'closed', error);
       default: {
+        // More than a local bucket can ever hold (yet within the global limits): refused until the
+        // store is back, in the local limit's terms, which are what the request met.
         if (cost > this.#localMaxCost) {
-          return denyDecision(this.#closedRetryAfterMs, 0, 0, this.#limit, 'fallback', 'local', error);
+          return denyDecision(this.#closedRetryAfterMs, 0, 0, this.#localLimit!, 'fallback', 'local', error);
         }
         const d = this.#local!.tryConsume(key, cost);
         return { ...d, tier: 'fallback', policy: 'local', error };
