@@ -88,7 +88,7 @@ describe('lease accuracy across processes on a real Redis (issue 14)', () => {
     // A must have leased the whole bucket before B and C start; on a machine slow to start
     // processes it may not have, and then the episode is run again (at most 3 times).
     let reports = await episode(shape, leaseholder);
-    for (let attempt = 1; attempt < 3 && reports[0]!.stats.tokensLeased < shape.capacity; attempt++) {
+    for (let attempt = 1; attempt < 3 && Number(reports[0]!.stats.tokensLeased) < shape.capacity; attempt++) {
       reports = await episode(shape, leaseholder);
     }
     const [a, ...drainers] = reports;
