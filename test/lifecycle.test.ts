@@ -4,6 +4,14 @@ import { describe, expect, it } from 'vitest';
 
 const TEST_DIR = fileURLToPath(new URL('.', import.meta.url));
 
+/** Runs `script` as an ES module in a plain `node` of its own, killed after 20 s. */
+const runModule = (script: string) =>
+  spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+    cwd: TEST_DIR,
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+
 describe('lifecycle', () => {
   it("a limiter's timers never keep the process alive", () => {
     // Built packages, as a service runs them; nothing is closed, so only unref'd timers remain.
@@ -19,11 +27,7 @@ describe('lifecycle', () => {
       console.log('done', tiered.stats().decisions.lease > 0);
     `;
     const started = performance.now();
-    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
-      cwd: TEST_DIR,
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
+    const run = runModule(script);
     expect(run.stderr).toBe('');
     expect(run.stdout.trim()).toBe('done true');
     expect(run.status).toBe(0);
@@ -45,11 +49,7 @@ describe('lifecycle', () => {
         console.log(result.reason, performance.now() - started >= 300);
       });
     `;
-    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
-      cwd: TEST_DIR,
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
+    const run = runModule(script);
     expect(run.stderr).toBe('');
     expect(run.stdout.trim()).toBe('acquired true');
     expect(run.status).toBe(0);
