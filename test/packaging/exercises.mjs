@@ -135,6 +135,14 @@ export const exercises = {
         msUntilFull: (m) => assert.equal(m.core.internal.msUntilFull(9, spec(m)), 100),
         msUntilTokens: (m) => assert.equal(m.core.internal.msUntilTokens(0, 2, spec(m)), 200),
         refilled: (m) => assert.equal(m.core.internal.refilled(0, 250, spec(m)), 2.5),
+        denyDecisionLike: (m) => {
+          const denied = m.core.denyDecision(40, 0, 900, spec(m), 'lease');
+          assert.equal(m.core.internal.denyDecisionLike(denied, 39.5, 0, 900, spec(m), 'lease'), denied);
+          assert.deepEqual(
+            m.core.internal.denyDecisionLike(denied, 41, 0, 900, spec(m), 'lease').retryAfterMs,
+            41,
+          );
+        },
         tryTake: (m) => {
           const limit = m.core.perSecond(1);
           const state = m.core.internal.fullBucket(limit, 0);

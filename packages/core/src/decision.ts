@@ -99,6 +99,38 @@ export function denyDecision(
 }
 
 /**
+ * `denyDecision(retryAfterMs, remaining, resetMs, spec, tier)`, or `previous` when it holds those
+ * very values. A key denied from memory is asked again and again with the same answer (its wait
+ * counts whole milliseconds), and a hot key under attack is asked millions of times a second:
+ * handing back the decision already made spares the allocation and the garbage it becomes.
+ */
+export function denyDecisionLike(
+  previous: Decision | undefined,
+  retryAfterMs: number,
+  remaining: number,
+  resetMs: number,
+  spec: LimitSpec,
+  tier: DecisionTier,
+): Decision {
+  if (
+    previous !== undefined &&
+    previous.retryAfterMs === (retryAfterMs >= 1 ? Math.ceil(retryAfterMs) : 1) &&
+    previous.remaining === (remaining > 0 ? remaining : 0) &&
+    previous.resetMs === resetMs &&
+    previous.tier === tier &&
+    previous.limit === spec.capacity &&
+    previous.name === spec.name &&
+    !previous.allowed &&
+    previous.policy === undefined &&
+    previous.error === undefined &&
+    !previous.shadowDenied
+  ) {
+    return previous;
+  }
+  return denyDecision(retryAfterMs, remaining, resetMs, spec, tier);
+}
+
+/**
  * What a shadow-mode limit returns for `decision`: admitted whatever it says, with
  * `shadowDenied` telling whether it would have denied.
  */

@@ -1,9 +1,10 @@
 // What the other tiered-limiter packages share from core and users need not: the bucket
-// arithmetic, the validators and the tie-breaking rule. Reached as `internal` from the package
-// root (`import { internal } from '@tiered-limiter/core'`), not covered by semver.
+// arithmetic, the validators, the tie-breaking rule and a denial's reuse. Reached as `internal`
+// from the package root (`import { internal } from '@tiered-limiter/core'`), not covered by semver.
 
 // bucket.ts holds nothing but the arithmetic the other packages share, so all of it goes out.
 export * from './bucket.js';
+export { denyDecisionLike } from './decision.js';
 export { assertCost, assertKey, assertLimits, smallestCapacity, tightestWhenFull } from './limit.js';
 export { generationFor, heldTokens, msUntilShared, settleSharedBucket } from './shared-bucket.js';
 export { assertStore } from './store.js';

@@ -174,6 +174,30 @@ describe('TieredLimiter leases', () => {
     expect(await limiter.consume('k')).toMatchObject({ allowed: true, tier: 'global' });
   });
 
+  it('hands a remembered denial out again while its values hold, and counts every one', async () => {
+    const { clock, limiter } = setup({ limits: defineLimit({ capacity: 5, refillPerSecond: 1 }) });
+    for (let i = 0; i < 5; i++) expect((await limiter.consume('k')).allowed).toBe(true);
+    expect((await limiter.consume('k')).allowed).toBe(false);
+    const deniedBefore = limiter.stats().denied;
+    const first = limiter.tryConsume('k');
+    expect(first).toMatchObject({ allowed: false, tier: 'lease', retryAfterMs: 1000, remaining: 0 });
+    for (let i = 0; i < 99; i++) expect(limiter.tryConsume('k')).toBe(first);
+    expect(limiter.stats().denied).toBe(deniedBefore + 100);
+    // Its wait is now shorter: a new decision, handed out again in turn.
+    clock.advance(400.5);
+    const later = limiter.tryConsume('k');
+    expect(later).not.toBe(first);
+    expect(later).toMatchObject({ allowed: false, tier: 'lease', retryAfterMs: 600 });
+    expect(limiter.tryConsume('k')).toBe(later);
+    expect(first).toMatchObject({ retryAfterMs: 1000 });
+    // A block answers in its own terms, with its own decision.
+    limiter.block('k', 5_000);
+    const blocked = limiter.tryConsume('k');
+    expect(blocked).toMatchObject({ allowed: false, tier: 'local', retryAfterMs: 5000 });
+    expect(limiter.tryConsume('k')).toBe(blocked);
+    expect(later).toMatchObject({ tier: 'lease', retryAfterMs: 600 });
+  });
+
   it('never admits more than the global bucket across instances sharing it', async () => {
     const clock = new FakeClock(0);
     const store = new MemoryStore({ clock });

@@ -2,13 +2,12 @@ import {
   type BucketReply,
   type Decision,
   type DecisionTier,
-  denyDecision,
   internal,
   type LimitSpec,
 } from '@tiered-limiter/core';
 import type { GuardResult } from '../guard/store-guard.js';
 
-const { msUntilTokens } = internal;
+const { denyDecisionLike, msUntilTokens } = internal;
 
 /**
  * Tokens of one grant: one store generation, one expiry at this holder. The store holds the
@@ -106,6 +105,8 @@ export class Lease {
   resetMs = 0;
   /** The limit the last reply spoke of. */
   limit: LimitSpec;
+  /** The last remembered denial handed out, handed out again while its values hold. */
+  denial: Decision | undefined = undefined;
   /** The store's call group of the key (`GlobalStore.groupOf`), once a sync asked; -1 before. */
   group = -1;
 
@@ -268,8 +269,19 @@ export function rememberedDenial(
   const until = lease.deniedUntilMs - nowMs;
   // A block's end is the whole answer: the bucket has nothing to do with it. Decided in process,
   // by the caller's `block`, so tier `local`, as every limiter's block says.
-  if (lease.blockedUntilMs > nowMs) return denyDecision(until, lease.tokens, lease.resetMs, spec, 'local');
+  if (lease.blockedUntilMs > nowMs) {
+    lease.denial = denyDecisionLike(lease.denial, until, lease.tokens, lease.resetMs, spec, 'local');
+    return lease.denial;
+  }
   const known = lease.globalRemaining + (nowMs - lease.replyAtMs + aheadMs) * spec.refillPerMs;
   const refill = msUntilTokens(known, cost - lease.tokens, spec);
-  return denyDecision(until > refill ? until : refill, lease.tokens, lease.resetMs, spec, tier);
+  lease.denial = denyDecisionLike(
+    lease.denial,
+    until > refill ? until : refill,
+    lease.tokens,
+    lease.resetMs,
+    spec,
+    tier,
+  );
+  return lease.denial;
 }

@@ -94,7 +94,8 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
    * The hot path: a decision from this instance's lease or remembered denial, synchronously, or
    * `undefined` when only the store can answer (then call `consume`). No promise, no timer; the
    * clock is `performance.now()`, or, while the hot path is busy, the shared clock thread's slot, a
-   * memory read (`HotClock`). One allocation, the `Decision`.
+   * memory read (`HotClock`). One allocation at most, the `Decision`: a remembered denial hands back
+   * the one it gave last while every value of it still holds (a decision is read-only).
    * Throws for a bad key or cost, or a closed limiter.
    */
   tryConsume(key: string, cost = 1): Decision | undefined {
