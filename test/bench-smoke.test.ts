@@ -37,6 +37,7 @@ const SCENARIOS = [
 const ON_REDIS = [
   ...SCENARIOS.flatMap((s) => LIMITERS.map((l) => `${l} · ${s}`)),
   'baseline · no limiter · 1 hot key · ceiling',
+  'baseline · no limiter · 1 hot key · ceiling · 64 in flight',
 ];
 const ACCURACY = [
   'RequestLimiter · 1 hot key',

@@ -59,15 +59,19 @@ export function throughputTasks(): ThroughputTask[] {
       }
     }
   }
-  tasks.push({
-    name: LOOP_BASELINE,
-    limiter: 'baseline',
-    keys: 'hot',
-    limit: CEILING,
-    inFlight: 1,
-    peer: undefined,
-    make: () => noLimiter(),
-  });
+  // The loop alone, one at a time and at 64 in flight: its share of a hot-key row's decision (a yield
+  // is a whole turn of the event loop for one worker, a fraction of one for 64).
+  for (const inFlight of [1, 64]) {
+    tasks.push({
+      name: inFlight === 1 ? LOOP_BASELINE : `${LOOP_BASELINE} · ${inFlight} in flight`,
+      limiter: 'baseline',
+      keys: 'hot',
+      limit: CEILING,
+      inFlight,
+      peer: undefined,
+      make: () => noLimiter(),
+    });
+  }
   return tasks;
 }
 
@@ -302,7 +306,7 @@ export const throughputSection: Section<ThroughputTask, ThroughputRow> = {
           `the longest sync period), then ${count(STEADY_MEASURE_MS)} ms, as the many-keys section's rows.`),
     '**Latency**: a decision that awaited a promise is timed alone (its wait for the other loops is in it); ' +
       'decisions answered synchronously are timed together between two yields, each counted at their mean. ' +
-      '`decisions/s` is decisions over wall time, yields included: the `baseline · no limiter` row is the loop alone.',
+      '`decisions/s` is decisions over wall time, yields included: the `baseline · no limiter` rows are the loop alone.',
     '**Redis RT / 1,000**: round trips per 1,000 decisions, counted by Redis itself: the change in ' +
       '`INFO commandstats` over the timed loop of script calls (EVALSHA, EVAL) and transactions (EXEC). Commands a ' +
       'script runs inside (`TIME`, `HMGET`, …) are no round trips; `latest.json` lists every command per row, and ' +
