@@ -160,6 +160,22 @@ describe.each(MODES)('close() hands leased tokens back ($name)', ({ options }) =
     expect(clock()).toBeLessThan(300 + 200);
   });
 
+  // The README: hand-backs still on their way when the wait ends are sent while the Redis client
+  // stays open, and count if Redis runs them while their generation is held. The hold is at least
+  // the lease's life plus 250 ms (412 ms with this sync's 56 ms period), counted from a grant at
+  // most a period old: a 200 ms pause costs close() its 100 ms wait, not the tokens.
+  it('when Redis answers after closeTimeoutMs, within the hold: close() ends within its wait, and the tokens land', async () => {
+    const { limiter, inRedis, spent } = await setupSpent({ ...options, closeTimeoutMs: 100 }, 50);
+    expect(limiter.stats().tokensHeld).toBeGreaterThan(0);
+    await pause(200);
+    const clock = stopwatch();
+    await limiter.close();
+    expect(clock()).toBeLessThan(100 + 200);
+    // Read once the pause is over, on the limiter's connection, which the test keeps open.
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, 200 - clock()) + 100));
+    expect(await inRedis()).toBe(1000 - spent);
+  });
+
   it('when Redis never answers a call that timed out: close() does not wait for it past its wait', async () => {
     const { limiter } = await setupSpent({ ...options, closeTimeoutMs: 300 }, 20);
     await pause(3000);

@@ -49,6 +49,30 @@ describe('StoreGuard: the streak that opens the breaker', () => {
     expect(g.state).toBe('open');
   });
 
+  it('timeouts that fire within timeoutMs of the one counted count with it; timeoutMs later they count again', async () => {
+    const g = guard();
+    // One slow moment of the store: calls sent 5 ms apart time out 5 ms apart, at 20, 25, 30 and 35 ms.
+    const slow = [];
+    for (let i = 0; i < 4; i++) {
+      slow.push(g.run(hanging().call));
+      await vi.advanceTimersByTimeAsync(5);
+    }
+    // Sent at 20 ms, it times out at 40: timeoutMs after the one counted.
+    const second = g.run(hanging().call);
+    await vi.advanceTimersByTimeAsync(15);
+    for (const result of await Promise.all(slow)) expect(result.ok).toBe(false);
+    expect(g.failures).toBe(4);
+    expect(g.state).toBe('closed');
+    await vi.advanceTimersByTimeAsync(5);
+    expect((await second).ok).toBe(false);
+    expect(g.state).toBe('closed');
+    // A third, timeoutMs later again: the threshold of 3.
+    const third = g.run(hanging().call);
+    await vi.advanceTimersByTimeAsync(TIMEOUT_MS);
+    expect((await third).ok).toBe(false);
+    expect(g.state).toBe('open');
+  });
+
   it('errors count one each: a store that refuses at once opens it after failureThreshold calls', async () => {
     const g = guard();
     for (let i = 0; i < 3; i++) {

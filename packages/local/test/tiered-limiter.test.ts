@@ -198,6 +198,34 @@ describe('TieredLimiter leases', () => {
     expect(later).toMatchObject({ tier: 'lease', retryAfterMs: 600 });
   });
 
+  it('reset forgets a key everywhere: its lease is dropped, nothing of it handed back or spent later', async () => {
+    const { store, memory, limiter } = setup({
+      limits: defineLimit({ capacity: 100, refillPerSecond: 1 }),
+      lease: { minBatch: 20 },
+    });
+    // A second hit makes the lease; its batch of 20 stays here, partly unspent.
+    for (let i = 0; i < 3; i++) {
+      if (!limiter.tryConsume('k')) await limiter.consume('k');
+      await settle();
+    }
+    expect(limiter.stats().tokensHeld).toBeGreaterThan(0);
+    const before = store.calls.length;
+    expect(await limiter.reset('k')).toBe(true);
+    await settle();
+    expect(limiter.stats().tokensHeld).toBe(0);
+    // One op went out, the reset; no hand-back of the dropped lease's tokens.
+    expect(store.calls.slice(before).map((c) => c.method)).toEqual(['reset']);
+    expect(await globalTokens(memory, 'k', limiter.limits)).toBe(100);
+    let admitted = 0;
+    for (let i = 0; i < 150; i++) {
+      const d = limiter.tryConsume('k') ?? (await limiter.consume('k'));
+      if (d.allowed) admitted++;
+      await settle();
+    }
+    // A full bucket again, and nothing the old lease held admitted on top of it.
+    expect(admitted).toBe(100);
+  });
+
   it('never admits more than the global bucket across instances sharing it', async () => {
     const clock = new FakeClock(0);
     const store = new MemoryStore({ clock });
