@@ -29,15 +29,18 @@ import {
   DEFAULT_MAX_KEYS,
   DEFAULT_MIN_BATCH,
   DEFAULT_TIMEOUT_MS,
+  MIN_LEASE_GRACE_MS,
 } from '@tiered-limiter/local';
 import {
   DEFAULT_KEEP_AFTER_FULL_MS,
   DEFAULT_MAX_IN_FLIGHT,
   DEFAULT_MAX_KEYS_PER_CALL,
   DEFAULT_PREFIX,
+  KEY_TTL_MARGIN_MS,
 } from '@tiered-limiter/redis';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_FLEET_CALLS_PER_SECOND } from '../packages/local/src/defaults.js';
+import { IDLE_BEAT_MS } from '../packages/local/src/tiered/sync.js';
 
 const readme = (path: string) => readFileSync(fileURLToPath(new URL(path, import.meta.url)), 'utf8');
 
@@ -101,4 +104,38 @@ describe("the HTTP README's defaults are the code's", () => {
     ['`failClosedStatus`', `\`${DEFAULT_FAIL_CLOSED_STATUS}\``],
     ['`requestPropertyName`', `\`'${DEFAULT_REQUEST_PROPERTY}'\``],
   ])('%s: %s', (option, stated) => expectStated(table, option, stated));
+});
+
+describe("the README's figures in its prose are the code's, and both are the figures written here", () => {
+  // Prose wraps where the editor pleases: a phrase may span two lines.
+  const prose = readme('../README.md').replace(/\s+/g, ' ');
+
+  // The figure is written out, not read from the constant: a table row built from the constant
+  // follows it wherever it goes, and these numbers are promises (the fleet's bound leans on the
+  // grace, a key's life on the margin, an idle limiter's cost on the beat) that a change to either
+  // side must break here.
+  it.each([
+    [
+      'the lease grace (MIN_LEASE_GRACE_MS)',
+      250,
+      MIN_LEASE_GRACE_MS,
+      (ms: number) => `by a grace of at least ${ms} ms`,
+    ],
+    [
+      'the key TTL margin (KEY_TTL_MARGIN_MS)',
+      50,
+      KEY_TTL_MARGIN_MS,
+      (ms: number) => `0 to a day), plus ${ms} ms.`,
+    ],
+    [
+      'the idle heartbeat (IDLE_BEAT_MS)',
+      250,
+      IDLE_BEAT_MS,
+      (ms: number) => `an instance holding no key does so every ${ms} ms at most`,
+    ],
+  ])('%s: %i ms', (_, figure, constant, phrase) => {
+    // Named, not matched against the whole README: a failure shows the phrase, not 40 kB of text.
+    expect(prose.includes(phrase(figure)), phrase(figure)).toBe(true);
+    expect(constant).toBe(figure);
+  });
 });
