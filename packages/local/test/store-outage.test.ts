@@ -249,7 +249,8 @@ describe('TieredLimiter hand-backs kept while the store is away', () => {
       failurePolicy: 'open',
       maxKeys: MAX_KEYS,
       sync: false,
-      // Every key leases 5 at its first request; a lease lives 1 s, the store holds it 1.25 s.
+      // Every key leases 5 at its first request; a lease lives 1 s, the store holds it 1.5 s (the
+      // grace is half a ttl this long), well past the 600 ms this test runs.
       lease: { minBatch: 5, maxBatch: 5, ttlMs: 1000 },
       timeoutMs: 20,
       breaker: { failureThreshold: 1, cooldownMs: 100 },

@@ -267,6 +267,22 @@ describe('TieredLimiter leases', () => {
     await settle();
     expect(settles().map((c) => c.op.reports?.reduce((sum, r) => sum + r.returned, 0))).toEqual([held]);
   });
+
+  // README: the store releases a leased token later than it expires at its holder, "by a grace of
+  // at least 250 ms". The grace is max(250, ttlMs / 2): the floor covers a holder's stale clock
+  // whatever the ttl, and a long lease gets half its life again, so the two cases pin each branch.
+  it.each([
+    [100, 350],
+    [1000, 1500],
+  ])(
+    'asks the store to hold a lease of ttlMs %i for %i ms, its ttl plus the grace',
+    async (ttlMs, holdMs) => {
+      const { store, limiter } = setup({ lease: { ttlMs, minBatch: 5 } });
+      // minBatch above 1: the key's first request leases, so the first op is the reserve.
+      await limiter.consume('k');
+      expect(store.calls.map((c) => c.op.reserve?.holdMs)).toEqual([holdMs]);
+    },
+  );
 });
 
 describe('TieredLimiter when the store fails', () => {
