@@ -1,8 +1,9 @@
 // What the README promises while the store is away ("Choosing a failure policy", "When Redis
 // fails", "Graceful shutdown"), for both limiters that call a store: the `local` policy's divided
-// rate as time passes, the half-open breaker's single probe, the defaults of the timeout and the
-// breaker, and the cap on hand-backs kept for an answering store. Fake time throughout: the
-// limiters read a `FakeClock`, and the guard's timeouts and the lease book's sweep are faked timers.
+// rate as time passes, the half-open breaker's single probe, the defaults of the timeout, the
+// breaker and close()'s wait, and the cap on hand-backs kept for an answering store. Fake time
+// throughout: the limiters read a `FakeClock`, and the guard's timeouts and the lease book's sweep
+// are faked timers.
 import {
   type BucketOp,
   type BucketReply,
@@ -287,5 +288,29 @@ describe('TieredLimiter hand-backs kept while the store is away', () => {
     const evicted = keys.slice(0, 4);
     const back = await Promise.all(evicted.map(async (key) => [key, await remaining(key)]));
     expect(back).toEqual(evicted.map((key) => [key, sentFor.includes(key) ? 100 : 95]));
+  });
+});
+
+describe('TieredLimiter close() while the store holds its answers', () => {
+  it('default closeTimeoutMs: close() waits for a hand-back that never lands until 1 s, and no longer', async () => {
+    const limiter = make('TieredLimiter', {
+      limits: perSecond(100),
+      failurePolicy: 'open',
+      sync: false,
+      lease: { minBatch: 5, maxBatch: 5 },
+    });
+    // A lease of 5, one spent: close() has 4 tokens to hand back.
+    await limiter.consume('k');
+    store.mode = 'gate';
+    let closed = false;
+    void limiter.close().then(() => (closed = true));
+    await settle();
+    // The hand-back went out, so the wait below is close() waiting on the store's answer.
+    const handBack = store.ops.at(-1)!;
+    expect(handBack.reports?.reduce((sum, r) => sum + r.returned, 0)).toBe(4);
+    await advance(999);
+    expect(closed).toBe(false);
+    await advance(1);
+    expect(closed).toBe(true);
   });
 });
