@@ -162,6 +162,33 @@ describe('limit with createLimiter', () => {
     }
   });
 
+  // The HTTP README's "at most `maxLimiters` (100)": a plan table's size is planned against it,
+  // so the figure is written here, not read from DEFAULT_MAX_LIMITERS.
+  it('keeps 100 limiters by default: the 101st distinct set of limits closes the least recently used, and only it', async () => {
+    const made: { name: string; closed: boolean }[] = [];
+    const check = createRateLimitCheck<{ plan: string }>({
+      key: () => 'k',
+      limit: (req) => perMinute(10, { name: req.plan }),
+      createLimiter: (limits) => {
+        const record = { name: limits[0]!.name, closed: false };
+        made.push(record);
+        return {
+          ...localHttpLimiter({ limits }),
+          close: async () => {
+            record.closed = true;
+          },
+        };
+      },
+    });
+    const closed = () => made.filter((m) => m.closed).map((m) => m.name);
+    for (let i = 0; i < 100; i++) await check({ plan: `p${i}` }, raw);
+    expect(made).toHaveLength(100);
+    expect(closed()).toEqual([]);
+    await check({ plan: 'p100' }, raw);
+    expect(made).toHaveLength(101);
+    expect(closed()).toEqual(['p0']);
+  });
+
   it('refuses what a limit function returns when it is not limits, naming `limit`', () => {
     const check = createRateLimitCheck<{ n: number }>({
       key: () => 'k',
