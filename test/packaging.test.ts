@@ -1,8 +1,8 @@
 import { execFile } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { checkPackage, createPackageFromTarballData } from '@arethetypeswrong/core';
 import { type RedisServer, startRedis } from '@tiered-limiter/test-harness';
@@ -113,6 +113,39 @@ describe('package specifics', () => {
       expect(pkg.dependencies ?? {}).not.toHaveProperty(optional);
     }
     expect(tarballOf('@tiered-limiter/redis').files).toContain('lua/bucket.lua');
+  });
+
+  it('http takes its frameworks (Express, Fastify) as optional peers: a user installs the one they use', () => {
+    const pkg = manifest(tarballOf('@tiered-limiter/http'));
+    for (const optional of ['express', 'fastify']) {
+      expect(pkg.peerDependencies).toHaveProperty(optional);
+      expect(pkg.peerDependenciesMeta?.[optional]?.optional).toBe(true);
+      expect(pkg.dependencies ?? {}).not.toHaveProperty(optional);
+    }
+  });
+
+  // The README: "The five are released together, under one version", as one changesets `fixed`
+  // group, so that an application never holds two copies of core's error classes.
+  it('the five packages share one version and are one `fixed` group of changesets', () => {
+    const five = ['core', 'local', 'redis', 'http', 'otel'].map((dir) => `@tiered-limiter/${dir}`).sort();
+    const root = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url));
+    // Every directory under packages/, not only the five named: a sixth fails here until it joins
+    // the version, the group and the README's count.
+    const manifests = readdirSync(root('packages')).map(
+      (dir) =>
+        JSON.parse(readFileSync(root(`packages/${dir}/package.json`), 'utf8')) as {
+          name: string;
+          version: string;
+        },
+    );
+    // By name, so that a failure shows which package strayed from core's version.
+    const versions = Object.fromEntries(manifests.map((m) => [m.name, m.version]));
+    const core = versions['@tiered-limiter/core'];
+    expect(versions).toEqual(Object.fromEntries(five.map((name) => [name, core])));
+    const changesets = JSON.parse(readFileSync(root('.changeset/config.json'), 'utf8')) as {
+      fixed: string[][];
+    };
+    expect(changesets.fixed.map((group) => [...group].sort())).toEqual([five]);
   });
 
   it('core has no dependencies and imports nothing: no I/O, no timers (its README)', () => {
