@@ -1,5 +1,5 @@
 /** Every option refused at construction with a typed error naming it; unknown options named too. */
-import { ConfigError, perMinute, perSecond } from '@tiered-limiter/core';
+import { ConfigError, type LimitSpec, perMinute, perSecond } from '@tiered-limiter/core';
 import { createRateLimitCheck, type RateLimitOptions } from '@tiered-limiter/http';
 import { describe, expect, it } from 'vitest';
 import { localHttpLimiter } from './helpers.js';
@@ -122,6 +122,20 @@ describe('options', () => {
   });
 });
 
+/** A `createLimiter` that records each limiter it builds (by its first limit's name) and its close. */
+function recordingLimiter(made: { name: string; closed: boolean }[]) {
+  return (limits: readonly LimitSpec[]) => {
+    const record = { name: limits[0]!.name, closed: false };
+    made.push(record);
+    return {
+      ...localHttpLimiter({ limits }),
+      close: async () => {
+        record.closed = true;
+      },
+    };
+  };
+}
+
 describe('limit with createLimiter', () => {
   const raw = { method: 'GET', url: '/', headers: {}, socket: {} } as never;
 
@@ -134,17 +148,7 @@ describe('limit with createLimiter', () => {
       const check = createRateLimitCheck<{ plan: string }>({
         key: () => 'k',
         limit: (req) => perMinute(10, { name: req.plan }),
-        createLimiter: (limits) => {
-          const record = { name: limits[0]!.name, closed: false };
-          made.push(record);
-          const inner = localHttpLimiter({ limits });
-          return {
-            ...inner,
-            close: async () => {
-              record.closed = true;
-            },
-          };
-        },
+        createLimiter: recordingLimiter(made),
         maxLimiters: 2,
       });
       for (const plan of ['a', 'b', 'a', 'c', 'b']) await check({ plan }, raw);
@@ -169,16 +173,7 @@ describe('limit with createLimiter', () => {
     const check = createRateLimitCheck<{ plan: string }>({
       key: () => 'k',
       limit: (req) => perMinute(10, { name: req.plan }),
-      createLimiter: (limits) => {
-        const record = { name: limits[0]!.name, closed: false };
-        made.push(record);
-        return {
-          ...localHttpLimiter({ limits }),
-          close: async () => {
-            record.closed = true;
-          },
-        };
-      },
+      createLimiter: recordingLimiter(made),
     });
     const closed = () => made.filter((m) => m.closed).map((m) => m.name);
     for (let i = 0; i < 100; i++) await check({ plan: `p${i}` }, raw);
