@@ -74,6 +74,9 @@ export function allowDecision(
   };
 }
 
+/** A denial's wait as it is told: whole ms, at least 1, so that denied ⇔ retryAfterMs > 0. */
+const wholeWaitMs = (retryAfterMs: number): number => (retryAfterMs >= 1 ? Math.ceil(retryAfterMs) : 1);
+
 /** A denying decision; `retryAfterMs` is raised to at least 1 so that denied ⇔ retryAfterMs > 0. */
 export function denyDecision(
   retryAfterMs: number,
@@ -87,7 +90,7 @@ export function denyDecision(
   return {
     allowed: false,
     remaining: remaining > 0 ? remaining : 0,
-    retryAfterMs: retryAfterMs >= 1 ? Math.ceil(retryAfterMs) : 1,
+    retryAfterMs: wholeWaitMs(retryAfterMs),
     resetMs,
     limit: spec.capacity,
     name: spec.name,
@@ -114,7 +117,7 @@ export function denyDecisionLike(
 ): Decision {
   if (
     previous !== undefined &&
-    previous.retryAfterMs === (retryAfterMs >= 1 ? Math.ceil(retryAfterMs) : 1) &&
+    previous.retryAfterMs === wholeWaitMs(retryAfterMs) &&
     previous.remaining === (remaining > 0 ? remaining : 0) &&
     previous.resetMs === resetMs &&
     previous.tier === tier &&

@@ -269,19 +269,15 @@ export function rememberedDenial(
   const until = lease.deniedUntilMs - nowMs;
   // A block's end is the whole answer: the bucket has nothing to do with it. Decided in process,
   // by the caller's `block`, so tier `local`, as every limiter's block says.
+  let waitMs = until;
+  let by = tier;
   if (lease.blockedUntilMs > nowMs) {
-    lease.denial = denyDecisionLike(lease.denial, until, lease.tokens, lease.resetMs, spec, 'local');
-    return lease.denial;
+    by = 'local';
+  } else {
+    const known = lease.globalRemaining + (nowMs - lease.replyAtMs + aheadMs) * spec.refillPerMs;
+    const refill = msUntilTokens(known, cost - lease.tokens, spec);
+    waitMs = until > refill ? until : refill;
   }
-  const known = lease.globalRemaining + (nowMs - lease.replyAtMs + aheadMs) * spec.refillPerMs;
-  const refill = msUntilTokens(known, cost - lease.tokens, spec);
-  lease.denial = denyDecisionLike(
-    lease.denial,
-    until > refill ? until : refill,
-    lease.tokens,
-    lease.resetMs,
-    spec,
-    tier,
-  );
+  lease.denial = denyDecisionLike(lease.denial, waitMs, lease.tokens, lease.resetMs, spec, by);
   return lease.denial;
 }
