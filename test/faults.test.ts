@@ -21,7 +21,18 @@ import { redisForFile } from './src/redis-for-file.js';
 // timeout plus tens of milliseconds, never seconds.
 const TIMEOUT_MS = 20;
 const LATENCY_BUDGET_MS = TIMEOUT_MS + 60;
-const RECOVERY_BUDGET_MS = 2000;
+/**
+ * The README's recovery promise, in its own figures: back on Redis within a breaker cooldown
+ * (250 ms) plus the client's reconnect delay (at most 1 s with the recommended options), and a
+ * margin for a loaded 2-core machine. A paused server keeps its connections: the pause, then a
+ * cooldown at most.
+ */
+const COOLDOWN_MS = 250;
+const RECONNECT_MAX_MS = 1000;
+const RECOVERY_MARGIN_MS = 250;
+const PAUSE_MS = 1000;
+const BACK_AFTER_RESTART_MS = COOLDOWN_MS + RECONNECT_MAX_MS + RECOVERY_MARGIN_MS;
+const BACK_AFTER_PAUSE_MS = PAUSE_MS + COOLDOWN_MS + RECOVERY_MARGIN_MS;
 const LIMIT = defineLimit({ capacity: 40, refillPerSecond: 20 });
 /** A bucket that refills nothing worth a token during a test, to count what ran. */
 const SLOW = defineLimit({ capacity: 40, refillPerSecond: 0.001, name: 'slow' });
@@ -121,7 +132,7 @@ async function warmedUp<L extends TieredLimiter | RequestLimiter>(limiter: L, co
 /** Decides on fresh keys until one is answered by Redis again; returns how long that took. */
 async function msUntilRedisAnswers(limiter: TieredLimiter | RequestLimiter, label: string): Promise<number> {
   const start = performance.now();
-  for (let i = 0; performance.now() - start < RECOVERY_BUDGET_MS + 3000; i++) {
+  for (let i = 0; performance.now() - start < BACK_AFTER_RESTART_MS + 3000; i++) {
     const d = await limiter.consume(`${label}-${i}`);
     if (d.tier !== 'fallback') return performance.now() - start;
     await new Promise((r) => setTimeout(r, 10));
@@ -172,9 +183,10 @@ describe.each(CLIENT_KINDS)('with %s', (clientKind) => {
   describe.each(['open', 'closed', 'local'] as const)(
     'TieredLimiter, failurePolicy %s, on a real Redis fault',
     (policy) => {
-      it('CLIENT PAUSE: every decision within the timeout, by policy; back on Redis within 2 s', async () => {
+      it('CLIENT PAUSE: every decision within the timeout, by policy; back on Redis once the pause ends', async () => {
         const limiter = await warmedUp(await tiered(policy), 5);
-        await admin().call('CLIENT', 'PAUSE', '1000');
+        const pausedAt = performance.now();
+        await admin().call('CLIENT', 'PAUSE', String(PAUSE_MS));
         const during = await drive(limiter, 40, (i) => `paused-${i}`);
         expectByPolicy(during, policy);
         if (policy === 'local') {
@@ -182,9 +194,10 @@ describe.each(CLIENT_KINDS)('with %s', (clientKind) => {
           const hammered = await drive(limiter, 30, () => 'paused-hot');
           expect(hammered.filter((t) => t.decision.allowed).length).toBeLessThanOrEqual(10 + 1);
         }
-        expect(await msUntilRedisAnswers(limiter, 'after-pause')).toBeLessThanOrEqual(
-          RECOVERY_BUDGET_MS + 1000,
-        );
+        await msUntilRedisAnswers(limiter, 'after-pause');
+        const backMs = performance.now() - pausedAt;
+        console.info(`${policy}: back on Redis ${Math.round(backMs)} ms after a ${PAUSE_MS} ms pause began`);
+        expect(backMs).toBeLessThanOrEqual(BACK_AFTER_PAUSE_MS);
       });
 
       it('killed, then restarted: decisions by policy while it is gone, from Redis once it is back', async () => {
@@ -198,7 +211,7 @@ describe.each(CLIENT_KINDS)('with %s', (clientKind) => {
         console.info(
           `${policy}: back on Redis ${Math.round(ms)} ms after restart (${Math.round(performance.now() - restartedAt)})`,
         );
-        expect(ms).toBeLessThanOrEqual(RECOVERY_BUDGET_MS);
+        expect(ms).toBeLessThanOrEqual(BACK_AFTER_RESTART_MS);
       });
     },
   );
@@ -225,15 +238,17 @@ describe.each(CLIENT_KINDS)('with %s', (clientKind) => {
     (policy) => {
       it('CLIENT PAUSE and a kill: within the timeout, by policy, and back', async () => {
         const limiter = await warmedUp(await perRequest(policy), 3);
-        await admin().call('CLIENT', 'PAUSE', '1000');
+        const pausedAt = performance.now();
+        await admin().call('CLIENT', 'PAUSE', String(PAUSE_MS));
         expectByPolicy(await drive(limiter, 30, (i) => `paused-${i}`), policy);
-        expect(await msUntilRedisAnswers(limiter, 'after-pause')).toBeLessThanOrEqual(
-          RECOVERY_BUDGET_MS + 1000,
-        );
+        await msUntilRedisAnswers(limiter, 'after-pause');
+        expect(performance.now() - pausedAt).toBeLessThanOrEqual(BACK_AFTER_PAUSE_MS);
         await server.kill();
         expectByPolicy(await drive(limiter, 30, (i) => `down-${i}`), policy);
         await server.restart();
-        expect(await msUntilRedisAnswers(limiter, 'after-restart')).toBeLessThanOrEqual(RECOVERY_BUDGET_MS);
+        expect(await msUntilRedisAnswers(limiter, 'after-restart')).toBeLessThanOrEqual(
+          BACK_AFTER_RESTART_MS,
+        );
       });
     },
   );
@@ -278,7 +293,7 @@ describe.each(CLIENT_KINDS)('with %s', (clientKind) => {
       await server.kill();
       expectByPolicy(await pending, 'local');
       await server.restart();
-      expect(await msUntilRedisAnswers(limiter, 'after-batch')).toBeLessThanOrEqual(RECOVERY_BUDGET_MS);
+      expect(await msUntilRedisAnswers(limiter, 'after-batch')).toBeLessThanOrEqual(BACK_AFTER_RESTART_MS);
     });
   });
 });
