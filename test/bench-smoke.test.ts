@@ -218,11 +218,17 @@ describe('pnpm bench --quick', () => {
     }
   });
 
-  it('produces the many-keys rows: Redis calls, server µs and key-ops per call, the hottest keys checked', () => {
+  it('produces the many-keys rows: Redis calls, server µs and CPU, key-ops per call, the hottest keys checked', () => {
     expect(results.rows.keys.map((row) => row.name)).toEqual(KEYS);
     for (const row of results.rows.keys) {
       expectAccounted(row);
-      expectFinite(row.name, row, ['opsPerSecond', 'roundTripsPer1000', 'redisUsPerDecision', 'timesPeer']);
+      expectFinite(row.name, row, [
+        'opsPerSecond',
+        'roundTripsPer1000',
+        'redisUsPerDecision',
+        'redisCpuUsPerDecision',
+        'timesPeer',
+      ]);
       const peer = row.limiter === 'RateLimiterRedis';
       expect(finite(row.keyOpsPerCall), `${row.name}: keyOpsPerCall`).toBe(!peer);
       expect(row.window === null, `${row.name}: window`).toBe(peer);
@@ -246,7 +252,13 @@ describe('pnpm bench --quick', () => {
     expect(results.rows.cluster.map((row) => row.name)).toEqual(CLUSTER);
     for (const row of results.rows.cluster) {
       expectAccounted(row, row.topology !== 'cluster');
-      expectFinite(row.name, row, ['opsPerSecond', 'roundTripsPer1000', 'timesOneMaster', 'timesPeer']);
+      expectFinite(row.name, row, [
+        'opsPerSecond',
+        'roundTripsPer1000',
+        'redisCpuUsPerDecision',
+        'timesOneMaster',
+        'timesPeer',
+      ]);
     }
   });
 
@@ -262,6 +274,7 @@ describe('pnpm bench --quick', () => {
         'awaitedP99Ns',
         'roundTripsPer1000',
         'redisUsPerDecision',
+        'redisCpuUsPerDecision',
         'timesPeerCpu',
       ]);
       expectFinite(row.name, row.gc as Record<string, unknown>, ['pauses', 'totalMs', 'maxMs'], 'gc.');

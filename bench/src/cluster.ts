@@ -1,5 +1,10 @@
 import { recommendedClusterOptions } from '@tiered-limiter/redis';
-import { readCommandStats, startCluster, whenReady } from '@tiered-limiter/test-harness';
+import {
+  readCommandStats,
+  readServerCpuSeconds,
+  startCluster,
+  whenReady,
+} from '@tiered-limiter/test-harness';
 import { columns } from './columns.js';
 import { count, small, times } from './format.js';
 import { POLICY_NOTE } from './health.js';
@@ -101,7 +106,12 @@ export async function measureCluster(task: ClusterTask, context: RunContext): Pr
     await whenReady(client);
     const row = await measureOn(
       task,
-      { client, commandStats: () => readCommandStats(client), probe: undefined },
+      {
+        client,
+        commandStats: () => readCommandStats(client),
+        serverCpuSeconds: () => readServerCpuSeconds(client),
+        probe: undefined,
+      },
       context.prefix,
       context.settings,
     );
@@ -130,6 +140,7 @@ const COLUMNS: readonly Column<ClusterRow>[] = [
     cell: (r) => (r.storeCalls === null ? '—' : small((1000 * r.storeCalls) / r.decisions)),
   },
   throughputColumns.redisUs,
+  throughputColumns.redisCpu,
   throughputColumns.keyOps,
   { title: '× 1 master', cell: (r) => (r.timesOneMaster === null ? '—' : times(r.timesOneMaster)) },
   throughputColumns.timesPeer,

@@ -99,6 +99,7 @@ const COLUMNS: readonly Column<ThroughputRow>[] = [
   ...columns.latency<ThroughputRow>(),
   columns.roundTrips<ThroughputRow>(),
   throughputColumns.redisUs,
+  throughputColumns.redisCpu,
   throughputColumns.keyOps,
   throughputColumns.timesPeer,
   throughputColumns.awaited,
@@ -139,7 +140,10 @@ export const keysSection: Section<ThroughputTask, ThroughputRow> = {
       "rate-limiter-flexible's `RateLimiterRedis`, 10 points per 1 s, with its in-memory block and insurance limiter.",
     '**Redis RT / 1,000** and **Redis µs / decision**: script calls (EVALSHA, EVAL, EXEC) per 1,000 decisions and ' +
       'their server time per decision, from `INFO commandstats` over the timed part. **key-ops / call**: bucket keys ' +
-      "per round trip by the limiter's own `RedisStore.stats()` (`keys ÷ calls`): how much each call carries.",
+      "per round trip by the limiter's own `RedisStore.stats()` (`keys ÷ calls`): how much each call carries. " +
+      "**Redis CPU µs / decision**: all the server's CPU over the timed part (`INFO cpu`, user and system), per " +
+      'decision: its commands, and reading requests, writing replies and expiring keys, which command time leaves ' +
+      'out; what a decision costs every other user of the server (the probe adds about 100 PINGs a second).',
     '**Worst window**: admissions of the 10 hottest keys (`user:0` … `user:9`), stamped when each decision is known, ' +
       'against the bound of the mode: `C + r·W` for the per-request limiter, `C + r·(W + T)` for the two-tier one ' +
       '(`T` = 20 ms, the sync period of the 4 instances it is told of), plus `1 · credit · (1 + ⌊W / spacingMs⌋)` ' +

@@ -50,6 +50,8 @@ export interface LoadRow extends Accounted {
   readonly gc: GcSeen;
   readonly roundTripsPer1000: number;
   readonly redisUsPerDecision: number;
+  /** The server's whole CPU (`INFO cpu`: commands, I/O, expiry) per decision, µs. */
+  readonly redisCpuUsPerDecision: number;
   /** The peer's CPU per decision over this row's: how many times less CPU this limiter costs. */
   timesPeerCpu: number | null;
 }
@@ -101,6 +103,7 @@ export async function measureLoad(task: LoadTask, context: RunContext): Promise<
     const warmMs = settings.quick ? 1000 : STEADY_WARMUP_MS;
     const warm = await runPaced(subject.decider, keys, LOAD_PER_SECOND, warmMs);
     const before = await target.commandStats();
+    const redisCpuBefore = await target.serverCpuSeconds();
     const health = watchHealth(target.probe);
     const gc = watchGc();
     const cpuBefore = process.cpuUsage();
@@ -110,6 +113,7 @@ export async function measureLoad(task: LoadTask, context: RunContext): Promise<
     const gcSeen = gc.stop();
     const seen: Health = await health.stop();
     const redis = commandDelta(before, await target.commandStats());
+    const redisCpuSeconds = (await target.serverCpuSeconds()) - redisCpuBefore;
     const [denied, allowed, policyDenied, policyAllowed] = result.tally;
     const cpuUs = cpu.user + cpu.system;
     const policy: PolicyCount | null = subject.showsPolicy
@@ -134,6 +138,7 @@ export async function measureLoad(task: LoadTask, context: RunContext): Promise<
       gc: gcSeen,
       roundTripsPer1000: (1000 * redis.roundTrips) / result.decisions,
       redisUsPerDecision: redis.roundTripUsec / result.decisions,
+      redisCpuUsPerDecision: (redisCpuSeconds * 1e6) / result.decisions,
       timesPeerCpu: null,
     };
   } finally {
@@ -166,6 +171,7 @@ const COLUMNS: readonly Column<LoadRow>[] = [
   { title: 'awaited p99', cell: (r) => (r.awaitedP99Ns === 0 ? '—' : duration(r.awaitedP99Ns)) },
   columns.roundTrips<LoadRow>(),
   { title: 'Redis µs / decision', cell: (r) => small(r.redisUsPerDecision) },
+  { title: 'Redis CPU µs / decision', cell: (r) => small(r.redisCpuUsPerDecision) },
   columns.loop<LoadRow>(),
   columns.probe<LoadRow>(),
 ];
@@ -195,7 +201,9 @@ export const loadSection: Section<LoadTask, LoadRow> = {
       "collector's helpers and libuv's too) over the timed part, per decision; **CPU**: the same per second of wall " +
       "time (1 is one core busy). **× less CPU than peer**: the peer's CPU per decision over the row's. **GC**: " +
       'garbage collection in the process (`PerformanceObserver`, `gc` entries): ms of it per second, and the mean ' +
-      'and longest pause.',
+      "and longest pause. **Redis CPU µs / decision**: all the server's CPU (`INFO cpu`, user and system: " +
+      'commands, I/O and expiry) over the timed part, per decision; at one load for every row, what each limiter ' +
+      'costs the server.',
     `**awaited p99**: the time awaited decisions took, from the request to the answer (the store timeout is ${THROUGHPUT_TIMEOUT_MS} ms). ` +
       'Limiters, store timeout and failure policy as in the many-keys rows.',
     POLICY_NOTE,

@@ -5,6 +5,7 @@ import {
   type CommandStats,
   type RedisServer,
   readCommandStats,
+  readServerCpuSeconds,
   startRedis,
   whenReady,
 } from '@tiered-limiter/test-harness';
@@ -20,6 +21,8 @@ export interface RowRedis {
   client(): Promise<Redis>;
   /** Redis's own per-command counters (`INFO commandstats`), read through an admin connection. */
   commandStats(): Promise<CommandStats>;
+  /** CPU seconds the server has used (`INFO cpu`): commands, I/O and expiry alike. */
+  serverCpuSeconds(): Promise<number>;
   /** Disconnects every client made here. */
   close(): void;
 }
@@ -37,6 +40,7 @@ export function rowRedis(url: string, probe: ProbeWindows): RowRedis {
       return client;
     },
     commandStats: () => readCommandStats(admin),
+    serverCpuSeconds: () => readServerCpuSeconds(admin),
     close: () => clients.disconnectAll(),
   };
 }

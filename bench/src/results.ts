@@ -12,6 +12,7 @@ import type { MicroRow } from './micro.js';
 import { BUSY_ROW, IDLE_ROW, type NeighbourRow } from './neighbours.js';
 import { type AnySection, type BenchSettings, grouped, type Named } from './section.js';
 import type { ThroughputRow } from './throughput.js';
+import { PEER } from './throughput-row.js';
 
 /** Everything one run measured, as written to `latest.json`. */
 export interface BenchResults {
@@ -88,11 +89,16 @@ function loadLines(rows: readonly LoadRow[]): string[] {
     const row = of(limiter);
     return row === undefined ? [] : [`${label} ${small(row.cpuUsPerDecision)} µs`];
   });
+  const redisCpu = labels.flatMap(([limiter, label]) => {
+    const row = of(limiter);
+    return row === undefined ? [] : [`${label} ${small(row.redisCpuUsPerDecision)} µs`];
+  });
   const gcMsPerS = (r: LoadRow) => small((r.gc.totalMs * 1000) / r.elapsedMs);
   return [
     `Fixed load, ${count(tiered.offeredPerSecond)} decisions/s on 100k Zipf keys, CPU per decision: ${cpu.join(', ')} ` +
       `(two-tier ${tiered.timesPeerCpu === null ? '—' : times(tiered.timesPeerCpu)} less); GC ${gcMsPerS(tiered)} ms/s ` +
-      `two-tier, ${gcMsPerS(peer)} ms/s the peer`,
+      `two-tier, ${gcMsPerS(peer)} ms/s the peer; Redis's CPU per decision: ${redisCpu.join(', ')} ` +
+      `(two-tier ${times(peer.redisCpuUsPerDecision / tiered.redisCpuUsPerDecision)} less)`,
   ];
 }
 
@@ -168,6 +174,7 @@ function keysLines(rows: readonly ThroughputRow[]): string[] {
       const exact = of('TieredLimiter');
       const optimistic = of('TieredLimiter (optimistic)');
       const request = of('RequestLimiter');
+      const peer = of(PEER);
       if (exact?.timesPeer == null) continue;
       const ratio = (r: ThroughputRow | undefined) => (r?.timesPeer == null ? '—' : times(r.timesPeer));
       lines.push(
@@ -175,6 +182,8 @@ function keysLines(rows: readonly ThroughputRow[]): string[] {
           `÷ rate-limiter-flexible: two-tier exact ${ratio(exact)}, optimistic ${ratio(optimistic)}, ` +
           `per-request ${ratio(request)}; exact ${small(exact.roundTripsPer1000)} Redis calls per 1,000 decisions, ` +
           `${small(exact.redisUsPerDecision)} Redis µs per decision, ` +
+          `${small(exact.redisCpuUsPerDecision)} µs of Redis's CPU per decision ` +
+          `(peer ${peer === undefined ? '—' : small(peer.redisCpuUsPerDecision)}), ` +
           `${exact.keyOpsPerCall === null ? '—' : small(exact.keyOpsPerCall)} key-ops per call ` +
           `(${count(exact.allowed)} allowed, ${count(exact.denied)} denied)`,
       );

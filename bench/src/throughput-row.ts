@@ -59,6 +59,11 @@ export interface ThroughputRow extends Accounted {
   readonly roundTripsPer1000: number;
   /** Redis server µs in those calls, per decision. */
   readonly redisUsPerDecision: number;
+  /**
+   * The server's whole CPU (`INFO cpu`) over the timed loop, per decision, µs: its commands, and
+   * reading requests, writing replies and expiring keys, which `redisUsPerDecision` leaves out.
+   */
+  readonly redisCpuUsPerDecision: number;
   /** Every command Redis counted in that time, those run inside the scripts included, by name. */
   readonly redisCommandsByName: Readonly<Record<string, number>>;
   /** Round trips by the limiter's `RedisStore.stats()` (on a Cluster, a pipeline of per-slot calls is one); `null` without one. */

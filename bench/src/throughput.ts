@@ -152,6 +152,8 @@ function measureMsOf(task: ThroughputTask, settings: BenchSettings): number {
 export interface RowServer {
   readonly client: BenchClient;
   commandStats(): Promise<CommandStats>;
+  /** CPU seconds the server (every master of a Cluster) has used: `INFO cpu`. */
+  serverCpuSeconds(): Promise<number>;
   readonly probe: ProbeWindows | undefined;
 }
 
@@ -172,12 +174,14 @@ export async function measureOn(
     const warm = await warmUp(decider, keys, task, settings);
     stamped?.clear();
     const before = await server.commandStats();
+    const cpuBefore = await server.serverCpuSeconds();
     const storeBefore = subject.storeStats?.();
     const watch = watchHealth(server.probe);
     const bounds = { maxMs: measureMsOf(task, settings), maxDecisions: settings.maxDecisions };
     const result = await runLoop(decider, keys, task.inFlight, bounds, warm.cursor);
     const health = await watch.stop();
     const redis = commandDelta(before, await server.commandStats());
+    const redisCpuSeconds = (await server.serverCpuSeconds()) - cpuBefore;
     const storeAfter = subject.storeStats?.();
     const [denied, allowed, policyDenied, policyAllowed] = result.tally;
     const h = result.latencyNs;
@@ -207,6 +211,7 @@ export async function measureOn(
       roundTrips: redis.roundTrips,
       roundTripsPer1000: (1000 * redis.roundTrips) / result.decisions,
       redisUsPerDecision: redis.roundTripUsec / result.decisions,
+      redisCpuUsPerDecision: (redisCpuSeconds * 1e6) / result.decisions,
       redisCommandsByName: redis.byCommand,
       storeCalls: storeAfter && storeBefore ? calls : null,
       keyOpsPerCall:
@@ -232,7 +237,12 @@ export async function measureThroughput(task: ThroughputTask, context: RunContex
   try {
     return await measureOn(
       task,
-      { client, commandStats: () => target.commandStats(), probe: target.probe },
+      {
+        client,
+        commandStats: () => target.commandStats(),
+        serverCpuSeconds: () => target.serverCpuSeconds(),
+        probe: target.probe,
+      },
       context.prefix,
       settings,
     );
@@ -252,6 +262,7 @@ function awaitedCell(share: number): string {
 export const throughputColumns = {
   rate: { title: 'decisions/s', cell: (r) => count(r.opsPerSecond) },
   redisUs: { title: 'Redis µs / decision', cell: (r) => small(r.redisUsPerDecision) },
+  redisCpu: { title: 'Redis CPU µs / decision', cell: (r) => small(r.redisCpuUsPerDecision) },
   keyOps: { title: 'key-ops / call', cell: (r) => (r.keyOpsPerCall === null ? '—' : small(r.keyOpsPerCall)) },
   timesPeer: { title: '× peer', cell: (r) => (r.timesPeer === null ? '—' : times(r.timesPeer)) },
   awaited: { title: 'awaited', cell: (r) => awaitedCell(r.awaitedShare) },

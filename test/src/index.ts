@@ -64,6 +64,7 @@ export { startRedisTargets } from './redis-targets.js';
 export type { ScenarioInstance, ScenarioReport, ScenarioStep } from './scenario.js';
 export { runScenario } from './scenario.js';
 export { seededRandom } from './seeded-random.js';
+export { parseServerCpuSeconds, readServerCpuSeconds } from './server-cpu.js';
 export type { StoreCall, StoreMode } from './store-doubles.js';
 export { ScriptedStore } from './store-doubles.js';
 export type { CutOutcome } from './store-ops.js';

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { commandDelta, parseCommandStats, readCommandStats } from './commandstats.js';
 import { type FleetOrders, runFleet } from './fleet.js';
 import { type RedisServer, startRedis } from './redis-server.js';
+import { parseServerCpuSeconds, readServerCpuSeconds } from './server-cpu.js';
 import { uniquePrefix } from './unique-prefix.js';
 import {
   type Admission,
@@ -174,6 +175,38 @@ describe('INFO commandstats', () => {
     expect(delta.byCommand).toEqual({ eval: 5, set: 5, get: 5, del: 1 });
     expect(delta.commands).toBe(16);
     expect(delta.roundTripUsec).toBeGreaterThan(0);
+  });
+});
+
+describe('INFO cpu', () => {
+  it('adds user and system seconds of the whole server, not its children', () => {
+    const info = [
+      '# CPU',
+      'used_cpu_sys:1.250000',
+      'used_cpu_user:2.500000',
+      'used_cpu_sys_children:7.000000',
+      'used_cpu_user_children:9.000000',
+      'used_cpu_sys_main_thread:1.000000',
+      'used_cpu_user_main_thread:2.000000',
+    ].join('\r\n');
+    expect(parseServerCpuSeconds(info)).toBe(3.75);
+  });
+
+  it('names the field a reply lacks', () => {
+    expect(() => parseServerCpuSeconds('# CPU\r\nused_cpu_user:1.0\r\n')).toThrow(/used_cpu_sys/);
+  });
+
+  it("counts a real server's work: 20,000 SETs cost it a millisecond at least", async () => {
+    const client = redis.client();
+    const key = `kit-cpu-${process.pid}`;
+    const before = await readServerCpuSeconds(client);
+    for (let round = 0; round < 20; round++) {
+      const pipeline = client.pipeline();
+      for (let i = 0; i < 1000; i++) pipeline.set(key, i);
+      await pipeline.exec();
+    }
+    await client.del(key);
+    expect((await readServerCpuSeconds(client)) - before).toBeGreaterThanOrEqual(0.001);
   });
 });
 
