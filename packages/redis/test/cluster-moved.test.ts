@@ -47,24 +47,58 @@ async function errorCount(node: Redis, kind: 'MOVED' | 'ASK' | 'TRYAGAIN'): Prom
   return match ? Number(match[1]) : 0;
 }
 
-/** Moves `slot` from its owner to another master, key by key, while clients keep writing to it. */
-async function migrate(slot: number, admin: Redis): Promise<{ source: ClusterNode; target: ClusterNode }> {
+/** A slot on its way from one master to another: both nodes, and a client of each. */
+interface Migration {
+  readonly slot: number;
+  readonly source: ClusterNode;
+  readonly target: ClusterNode;
+  readonly from: Redis;
+  readonly to: Redis;
+}
+
+/**
+ * Starts moving `slot` from its owner to another master: the target IMPORTING, then the source
+ * MIGRATING (redis-cli's order). Keys stay on the source until `moveKeys` moves them.
+ */
+async function startMigration(slot: number, admin: Redis): Promise<Migration> {
   const source = await ownerOf(admin, slot);
   const target = cluster.nodes.find((node) => node.id !== source.id)!;
   const from = cluster.nodeClient(source);
   const to = cluster.nodeClient(target);
   await to.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', source.id);
   await from.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', target.id);
+  return { slot, source, target, from, to };
+}
+
+/** Moves `keys` (of the migrating slot) from the source to the target. */
+async function moveKeys({ from, target }: Migration, keys: readonly string[]): Promise<void> {
+  await from.call('MIGRATE', target.host, target.port, '', 0, 5000, 'KEYS', ...keys);
+}
+
+/**
+ * Moves every key the source still holds in the slot, `pauseMs` between rounds of 50, then gives
+ * the slot to the target on every node. All of them: the source refuses SETSLOT NODE while it
+ * holds keys of the slot ("still hold keys") unless the cluster bus told it of the new owner
+ * first, a race that a loaded machine loses.
+ */
+async function finishMigration(migration: Migration, pauseMs = 0): Promise<void> {
+  const { slot, source, target, from } = migration;
   for (let round = 0; round < 1000; round++) {
     const keys = (await from.call('CLUSTER', 'GETKEYSINSLOT', slot, 50)) as string[];
     if (keys.length === 0) break;
-    await from.call('MIGRATE', target.host, target.port, '', 0, 5000, 'KEYS', ...keys);
-    await new Promise((resolve) => setTimeout(resolve, 5)); // let batches land mid-migration
+    await moveKeys(migration, keys);
+    if (pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs));
   }
   for (const node of [target, source, ...cluster.nodes.filter((n) => n !== target && n !== source)]) {
     await cluster.nodeClient(node).call('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
   }
-  return { source, target };
+}
+
+/** Moves `slot` from its owner to another master, key by key, while clients keep writing to it. */
+async function migrate(slot: number, admin: Redis): Promise<Migration> {
+  const migration = await startMigration(slot, admin);
+  await finishMigration(migration, 5); // let batches land mid-migration
+  return migration;
 }
 
 describe.each(CLIENT_KINDS)('%s: a slot migrated while coalesced batches are in flight', (kind) => {
@@ -154,13 +188,10 @@ describe.each(CLIENT_KINDS)('%s: a call whose keys a migration has split', (kind
     const [firstKey, secondKey] = bucketKeys(prefix, 'user', limits);
     const admin = cluster.nodeClient(cluster.nodes[0]!);
     const slot = Number(await admin.call('CLUSTER', 'KEYSLOT', firstKey!));
-    const source = await ownerOf(admin, slot);
-    const target = cluster.nodes.find((node) => node.id !== source.id)!;
-    const from = cluster.nodeClient(source);
-    await cluster.nodeClient(target).call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', source.id);
-    await from.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', target.id);
+    const migration = await startMigration(slot, admin);
+    const { from } = migration;
     // One bucket moved, the other not yet: a call for both is refused with TRYAGAIN (Redis ran nothing).
-    await from.call('MIGRATE', target.host, target.port, secondKey!, 0, 5000);
+    await moveKeys(migration, [secondKey!]);
     const tryAgainBefore = await errorCount(from, 'TRYAGAIN');
     const pending = store.apply({ key: 'user', limits, take: 1 });
     // Awaited below; should a step before fail, its rejection must not also surface as unhandled.
@@ -170,24 +201,14 @@ describe.each(CLIENT_KINDS)('%s: a call whose keys a migration has split', (kind
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
     expect(await errorCount(from, 'TRYAGAIN')).toBeGreaterThan(tryAgainBefore);
-    await from.call('MIGRATE', target.host, target.port, firstKey!, 0, 5000);
     // The slot's other keys too, as a resharding does: every test of this block uses the tag
-    // {user}, one slot, so the source still holds the buckets of the client kind before. With
-    // them left there the source refuses SETSLOT NODE ("still hold keys"), unless the cluster
-    // bus told it of the new owner first: a race that a loaded machine loses.
-    for (let round = 0; round < 1000; round++) {
-      const rest = (await from.call('CLUSTER', 'GETKEYSINSLOT', slot, 50)) as string[];
-      if (rest.length === 0) break;
-      await from.call('MIGRATE', target.host, target.port, '', 0, 5000, 'KEYS', ...rest);
-    }
-    for (const node of [target, source, ...cluster.nodes.filter((n) => n !== target && n !== source)]) {
-      await cluster.nodeClient(node).call('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
-    }
+    // {user}, one slot, so the source still holds the buckets of the client kind before.
+    await finishMigration(migration);
     const reply = await pending;
     expect(reply.ok).toBe(true);
     // Taken once by this call: 10 − 1 (before) − 1.
     expect(reply.remaining).toBe(8);
-    const peek = await new RedisStore({ redis: cluster.nodeClient(target), prefix }).apply({
+    const peek = await new RedisStore({ redis: migration.to, prefix }).apply({
       key: 'user',
       limits,
     });
