@@ -5,11 +5,17 @@
  * op of the moving slot may get the error), an op answered ran exactly once, and none ran twice. And
  * a call whose keys the migration has split gets TRYAGAIN, is tried again (node-redis does not, so
  * its adapter does) and is answered once the slot has moved. On each client library.
+ *
+ * Kept split, such a call fails with a StoreError having run nothing: after node-redis' adapter's
+ * 5 tries 100 ms apart, or the retries of ioredis and iovalkey. And a call whose keys have all
+ * moved to the target while the slot is still the source's is redirected by ASK alone, followed
+ * with ASKING, and runs on the target once.
  */
 import { defineLimit, StoreError } from '@tiered-limiter/core';
 import { bucketKeys, RedisStore } from '@tiered-limiter/redis';
 import {
   CLIENT_KINDS,
+  type ClientKind,
   type ClusterNode,
   connectCluster,
   type KindClient,
@@ -19,6 +25,7 @@ import {
 } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { readBucket } from './stored-bucket.js';
 
 const slow = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'slow' });
 const SHARDS = 8;
@@ -213,5 +220,117 @@ describe.each(CLIENT_KINDS)('%s: a call whose keys a migration has split', (kind
       limits,
     });
     expect(peek.remaining).toBe(8);
+  });
+});
+
+/** node-redis' adapter's TRYAGAIN retries, as the README has them: 5 tries, 100 ms apart. */
+const TRYAGAIN_TRIES = 5;
+const TRYAGAIN_PAUSE_MS = 100;
+/** Timers may fire a fraction of a ms early against `performance.now()`. */
+const TIMER_SLACK_MS = 5;
+
+/**
+ * A `kind` client's call that takes a token from each of a user's two buckets, the buckets made
+ * (one token taken) in a slot of their own, and that slot now migrating to another master with
+ * no key moved yet.
+ */
+async function callOnMigratingSlot(kind: ClientKind, label: string) {
+  const client = await connectCluster(kind, cluster.nodes);
+  opened.push(client);
+  const prefix = uniquePrefix(label);
+  const store = new RedisStore({ redis: client.client, prefix });
+  const limits = [first, second];
+  const user = `${label}-${kind}`; // a slot of its own: no other test's keys in it
+  const call = () => store.apply({ key: user, limits, take: 1 });
+  await call();
+  const keys = bucketKeys(prefix, user, limits) as [string, string];
+  const admin = cluster.nodeClient(cluster.nodes[0]!);
+  const migration = await startMigration(Number(await admin.call('CLUSTER', 'KEYSLOT', keys[0])), admin);
+  return { call, keys, migration };
+}
+
+/**
+ * The call of `callOnMigratingSlot` made while the migration has moved one of its buckets and
+ * leaves the other where it is: every try is refused with TRYAGAIN. What became of it, and the
+ * reply to the same call once the slot has finished moving.
+ */
+async function callKeptSplit(kind: ClientKind) {
+  const { call, keys, migration } = await callOnMigratingSlot(kind, 'stuck');
+  const [firstKey, secondKey] = keys;
+  await moveKeys(migration, [secondKey]);
+  const buckets = () =>
+    Promise.all([readBucket(migration.from, firstKey), readBucket(migration.to, secondKey, true)]);
+  const bucketsBefore = await buckets();
+  const tryAgainsBefore = await errorCount(migration.from, 'TRYAGAIN');
+
+  const started = performance.now();
+  const failure = await call().then(
+    () => 'answered',
+    (error: unknown) => error,
+  );
+  const elapsedMs = performance.now() - started;
+  const tryAgains = (await errorCount(migration.from, 'TRYAGAIN')) - tryAgainsBefore;
+  const bucketsAfter = await buckets();
+
+  await finishMigration(migration);
+  const replyOnceMoved = await call();
+  return { failure, elapsedMs, tryAgains, bucketsBefore, bucketsAfter, replyOnceMoved };
+}
+
+describe('node-redis: a call whose keys a migration keeps split', () => {
+  it(`gives up after ${TRYAGAIN_TRIES} tries ${TRYAGAIN_PAUSE_MS} ms apart with a StoreError, having run nothing`, async () => {
+    const split = await callKeptSplit('node-redis');
+
+    expect(split.failure).toBeInstanceOf(StoreError);
+    expect((split.failure as StoreError).message).toMatch(/TRYAGAIN/);
+    expect(split.tryAgains).toBe(TRYAGAIN_TRIES);
+    // A pause between tries, none after the last; the upper bound leaves a loaded 2-core machine room.
+    expect(split.elapsedMs).toBeGreaterThanOrEqual((TRYAGAIN_TRIES - 1) * TRYAGAIN_PAUSE_MS - TIMER_SLACK_MS);
+    expect(split.elapsedMs).toBeLessThan(2000);
+    expect(split.bucketsAfter).toEqual(split.bucketsBefore);
+    // Once the slot has moved the call is answered, from buckets the failed call left as they were.
+    expect(split.replyOnceMoved.ok).toBe(true);
+    expect(split.replyOnceMoved.remaining).toBe(first.capacity - 2);
+  });
+});
+
+describe.each(['ioredis', 'iovalkey'] as const)('%s: a call whose keys a migration keeps split', (kind) => {
+  // The library retries TRYAGAIN itself, `retryDelayOnTryAgain` (100 ms) apart, within its
+  // `maxRedirections` (16, shared with the MOVED a retry sent to another node gets): not the
+  // adapter's 5 tries, so only that it retried, apart, and ran nothing.
+  it(`is retried by the library ${TRYAGAIN_PAUSE_MS} ms apart, then fails with a StoreError, having run nothing`, async () => {
+    const split = await callKeptSplit(kind);
+
+    expect(split.failure).toBeInstanceOf(StoreError);
+    expect(split.tryAgains).toBeGreaterThan(1);
+    expect(split.elapsedMs).toBeGreaterThanOrEqual(
+      (split.tryAgains - 1) * TRYAGAIN_PAUSE_MS - TIMER_SLACK_MS,
+    );
+    expect(split.bucketsAfter).toEqual(split.bucketsBefore);
+    expect(split.replyOnceMoved.ok).toBe(true);
+    expect(split.replyOnceMoved.remaining).toBe(first.capacity - 2);
+  });
+});
+
+describe.each(CLIENT_KINDS)('%s: a call whose keys are all on the migration target already', (kind) => {
+  it('is redirected by ASK, follows it with ASKING, and runs on the target, once', async () => {
+    const { call, keys, migration } = await callOnMigratingSlot(kind, 'asked');
+    // Every key of the call moved, the slot still the source's: the source answers ASK.
+    await moveKeys(migration, keys);
+    const buckets = () => Promise.all(keys.map((key) => readBucket(migration.to, key, true)));
+    const stored = await buckets();
+    expect(stored).not.toContain(null);
+    const asksBefore = await errorCount(migration.from, 'ASK');
+
+    const reply = await call();
+
+    expect(reply.ok).toBe(true);
+    expect(reply.remaining).toBe(first.capacity - 2);
+    expect(await errorCount(migration.from, 'ASK')).toBeGreaterThan(asksBefore);
+    // Each bucket on the target took the call's token once (refill at 0.001/s adds next to nothing).
+    const taken = (await buckets()).map((bucket, i) => stored[i]!.tokens - bucket!.tokens);
+    for (const tokens of taken) expect(tokens).toBeCloseTo(1, 2);
+
+    await finishMigration(migration);
   });
 });

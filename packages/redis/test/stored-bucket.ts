@@ -37,8 +37,21 @@ export function decodeBucket(value: Buffer): SharedBucketState {
   return { tokens: value.readDoubleLE(1), updatedAtUs: value.readDoubleLE(9), held };
 }
 
-/** The bucket stored at `key`, or null when there is none. */
-export async function readBucket(redis: Redis, key: string): Promise<SharedBucketState | null> {
-  const value = await redis.getBuffer(key);
+/**
+ * The bucket stored at `key`, or null when there is none. `asking`: ASKING first, on the same
+ * connection, for a Cluster node importing `key`'s slot, which serves the slot's keys only then.
+ */
+export async function readBucket(
+  redis: Redis,
+  key: string,
+  asking = false,
+): Promise<SharedBucketState | null> {
+  const value = asking ? await askingGet(redis, key) : await redis.getBuffer(key);
   return value === null ? null : decodeBucket(value);
+}
+
+async function askingGet(redis: Redis, key: string): Promise<Buffer | null> {
+  const [, [error, value] = []] = (await redis.pipeline().asking().getBuffer(key).exec()) ?? [];
+  if (error) throw error;
+  return value as Buffer | null;
 }
