@@ -16,7 +16,10 @@ interface NodeRedisClusterLike {
 
 type NodeRedisLike = NodeRedisClientLike | NodeRedisClusterLike;
 
-/** Tries of a call Redis refused with TRYAGAIN, and the pause between them (ioredis' default). */
+/**
+ * Tries of a call Redis refused with TRYAGAIN, and the pause between them (ioredis' default
+ * `retryDelayOnTryAgain`; ioredis itself retries until its 16 `maxRedirections` are spent).
+ */
 const TRYAGAIN_ATTEMPTS = 5;
 const TRYAGAIN_DELAY_MS = 100;
 
