@@ -1,4 +1,4 @@
-import { perSecond } from '@tiered-limiter/core';
+import { defineLimit, perSecond } from '@tiered-limiter/core';
 import { MemoryStore, TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -186,6 +186,58 @@ describe('TieredLimiter: which clock its hot path reads', () => {
     expect(limiter.stats().clockThread).toBe(true);
 
     const deadline = performance.now() + 2_000;
+    while (limiter.stats().clockThread && performance.now() < deadline) await sleep(10);
+    expect(limiter.stats().clockThread).toBe(false);
+  });
+
+  /**
+   * Decisions on one key in a loop that never yields to the event loop, so no timer fires: lease
+   * hits and remembered denials answer synchronously, and the `MemoryStore` in microtasks. Until
+   * `done()` (checked every 1,000 decisions) or `ms` passed; says whether a timer fired meanwhile.
+   */
+  const busyHoldingTheLoop = async (limiter: TieredLimiter, done: () => boolean, ms: number) => {
+    let timerFired = false;
+    const timer = setTimeout(() => (timerFired = true), 0);
+    const deadline = performance.now() + ms;
+    while (!done() && performance.now() < deadline) {
+      for (let i = 0; i < 1_000; i++) limiter.tryConsume('hot') ?? (await limiter.consume('hot'));
+    }
+    clearTimeout(timer);
+    return { timerFired };
+  };
+
+  /** Denied for 10 s after its first 10 tokens: nearly every decision a remembered denial. */
+  const DENIED = defineLimit({ capacity: 10, refillPerSecond: 0.1 });
+  /** Never denies: every decision a lease hit, or a refill's. */
+  const ADMITTED = defineLimit({ capacity: 1_000_000_000, refillPerSecond: 1_000_000_000 });
+
+  // The lease book's timer cannot review the clock while the loop is held: the hot path asks it
+  // to, every 16,384 reads, once a tick is a period late (a sweep's 250 ms; 750 ms at most without
+  // the sync, and the worker's start). Before, it read `performance.now()` until the loop yielded.
+  it.each([
+    ['sync: false', 'denials', { sync: false as const, limits: DENIED }],
+    ['sync: false', 'admissions', { sync: false as const, limits: ADMITTED }],
+    ['the sync', 'denials', { limits: DENIED }],
+    ['the sync', 'admissions', { limits: ADMITTED }],
+  ])('joins the thread with %s in a loop that never yields (%s)', async (_sync, _kind, options) => {
+    const limiter = make(options);
+    const { timerFired } = await busyHoldingTheLoop(limiter, () => limiter.stats().clockThread, 3_000);
+    expect(timerFired).toBe(false);
+    expect(limiter.stats().clockThread).toBe(true);
+  });
+
+  it('without the sync, keeps the thread through the tick the loop held up, and leaves it when quiet', async () => {
+    const limiter = make({ sync: false, limits: DENIED });
+    await busyHoldingTheLoop(limiter, () => limiter.stats().clockThread, 3_000);
+    expect(limiter.stats().clockThread).toBe(true);
+    // 20 ms of other work and then a turn of the event loop, in which the late tick fires: the
+    // few decisions since the hot path's review are no rate to let the thread go by.
+    const until = performance.now() + 20;
+    while (performance.now() < until);
+    await sleep(1);
+    expect(limiter.stats().clockThread).toBe(true);
+
+    const deadline = performance.now() + 3_000;
     while (limiter.stats().clockThread && performance.now() < deadline) await sleep(10);
     expect(limiter.stats().clockThread).toBe(false);
   });

@@ -32,7 +32,8 @@ export interface ClockHold {
  * The clock a two-tier limiter's hot path reads. A process's shared clock thread turns each read
  * into a memory load, at the CPU of a thread waking every millisecond; so a limiter reads
  * `performance.now()` until its hot path is busy enough for the thread to pay, joins the thread
- * then, and leaves it when it is quiet again (`review`, at each tick of its lease book). The
+ * then, and leaves it when it is quiet again (`review`, at each tick of its lease book, or from
+ * the hot path when a busy loop holds the book's timer: `LeaseBook.catchUp`). The
  * two rates are apart so that a load near one of them does not start and stop the thread at
  * every tick, and the slot is read only once the thread has written it (a review after it runs).
  * Either clock is right while the event loop is blocked; the thread's is up to a few ms behind,
@@ -60,6 +61,11 @@ export class HotClock {
     this.#atMs = nowMs;
     this.#decisionsSoFar = decisionsSoFar;
     this.#source = source;
+  }
+
+  /** When it last weighed the hot path's decisions (or was made), on the limiter's clock. */
+  get reviewedAtMs(): number {
+    return this.#atMs;
   }
 
   /**

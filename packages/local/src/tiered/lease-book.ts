@@ -61,10 +61,9 @@ export class LeaseBook {
     this.#groupOf = groupOf;
     this.#promote = promote;
     refiller.onReply((lease, leased, dry) => this.#replied(lease, leased, dry));
-    const firstMs = syncer?.periodMs ?? config.sweepEveryMs;
-    this.#timer = new BookTimer<LeaseBook>(this, LeaseBook.#onTimer, clock, firstMs);
+    this.#timer = new BookTimer<LeaseBook>(this, LeaseBook.#onTimer, clock, this.#periodMs());
     dropped.register(owner, { timer: this.#timer, clock: hotClock.hold }, this);
-    this.#rounds = new RoundPacer(clock, () => syncer?.periodMs ?? config.sweepEveryMs, {
+    this.#rounds = new RoundPacer(clock, () => this.#periodMs(), {
       visit: (lease, nowMs) => this.#visit(lease, nowMs),
       flush: () => this.#refiller.sendSyncs(),
       running: () => this.#timer.running,
@@ -94,7 +93,33 @@ export class LeaseBook {
   #wake(): void {
     if (!this.#idle) return;
     this.#idle = false;
-    this.#timer.bringForward(this.#syncer?.periodMs ?? this.#config.sweepEveryMs);
+    this.#timer.bringForward(this.#periodMs());
+  }
+
+  /** The ms between ticks while the book has work: a sync period, or the sweep's. */
+  #periodMs(): number {
+    return this.#syncer?.periodMs ?? this.#config.sweepEveryMs;
+  }
+
+  /**
+   * The hot path's call, every few thousand reads of `performance.now()`: reviews its clock if
+   * the timer's tick is a period late. A loop that never yields to the event loop holds every
+   * timer (remembered denials and lease hits answer synchronously, a `MemoryStore` in microtasks),
+   * and its decisions read `performance.now()` until it yields, with or without the sync: on Redis,
+   * once a denial ends (5–6 s at one token per 6 s); on a `MemoryStore`, never.
+   */
+  catchUp(nowMs: number): void {
+    const periodMs = this.#periodMs();
+    if (this.#timer.running && nowMs >= this.#timer.nextAtMs + periodMs) this.#reviewClock(nowMs, periodMs);
+  }
+
+  /**
+   * Reviews the hot path's clock (`HotClock.review`) unless it was reviewed less than `gapMs`
+   * ago: a rate over a shorter window is noise. A tick held up by a busy loop fires just after
+   * the hot path's own review, and weighed the few decisions between them, it let the thread go.
+   */
+  #reviewClock(nowMs: number, gapMs: number): void {
+    if (nowMs - this.#hotClock.reviewedAtMs >= gapMs) this.#hotClock.review(nowMs);
   }
 
   /** Tokens held in leases now. */
@@ -249,7 +274,7 @@ export class LeaseBook {
    */
   #tick(): void {
     if (!this.#timer.running || !this.#rounds.mayStart()) return;
-    this.#hotClock.review(this.#clock.now());
+    this.#reviewClock(this.#clock.now(), this.#periodMs() / 2);
     const syncer = this.#syncer;
     if (syncer !== undefined) {
       for (const lease of this.#promote(syncer.room(this.#holding.size))) this.#holding.add(lease);
