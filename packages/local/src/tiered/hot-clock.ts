@@ -63,9 +63,12 @@ export class HotClock {
     this.#source = source;
   }
 
-  /** When it last weighed the hot path's decisions (or was made), on the limiter's clock. */
-  get reviewedAtMs(): number {
-    return this.#atMs;
+  /**
+   * `review(nowMs)` unless the last review is less than `gapMs` old: a rate weighed over a shorter
+   * window is noise (a few decisions after a review let the thread go).
+   */
+  reviewUnlessWithin(nowMs: number, gapMs: number): void {
+    if (nowMs - this.#atMs >= gapMs) this.review(nowMs);
   }
 
   /**

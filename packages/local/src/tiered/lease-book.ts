@@ -110,16 +110,7 @@ export class LeaseBook {
    */
   catchUp(nowMs: number): void {
     const periodMs = this.#periodMs();
-    if (this.#timer.running && nowMs >= this.#timer.nextAtMs + periodMs) this.#reviewClock(nowMs, periodMs);
-  }
-
-  /**
-   * Reviews the hot path's clock (`HotClock.review`) unless it was reviewed less than `gapMs`
-   * ago: a rate over a shorter window is noise. A tick held up by a busy loop fires just after
-   * the hot path's own review, and weighed the few decisions between them, it let the thread go.
-   */
-  #reviewClock(nowMs: number, gapMs: number): void {
-    if (nowMs - this.#hotClock.reviewedAtMs >= gapMs) this.#hotClock.review(nowMs);
+    if (this.#timer.overdue(nowMs, periodMs)) this.#hotClock.reviewUnlessWithin(nowMs, periodMs);
   }
 
   /** Tokens held in leases now. */
@@ -274,7 +265,8 @@ export class LeaseBook {
    */
   #tick(): void {
     if (!this.#timer.running || !this.#rounds.mayStart()) return;
-    this.#reviewClock(this.#clock.now(), this.#periodMs() / 2);
+    // A tick a busy loop held up fires just after the hot path's own review (`catchUp`).
+    this.#hotClock.reviewUnlessWithin(this.#clock.now(), this.#periodMs() / 2);
     const syncer = this.#syncer;
     if (syncer !== undefined) {
       for (const lease of this.#promote(syncer.room(this.#holding.size))) this.#holding.add(lease);
