@@ -7,6 +7,7 @@ import { forgetReleased, owes, owesHandBack } from './lease-reports.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 import { RoundPacer } from './round-pacer.js';
+import { Settlements } from './settlements.js';
 import { releaseSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
 import { IDLE_BEAT_MS, type Syncer } from './sync.js';
@@ -19,8 +20,8 @@ import { IDLE_BEAT_MS, type Syncer } from './sync.js';
  */
 export class LeaseBook {
   readonly #holding = new Set<Lease>();
-  readonly #owing = new Set<Lease>();
-  readonly #pending = new Set<Promise<unknown>>();
+  /** What leases on their way out owe the store, and `close()`'s hand-back. */
+  readonly #settlements: Settlements;
   readonly #refiller: Refiller;
   readonly #counters: TieredCounters;
   readonly #clock: Clock;
@@ -34,8 +35,6 @@ export class LeaseBook {
   readonly #promote: (room: number) => readonly Lease[];
   /** The pace of the rounds the timer starts: a slice a turn, the next as a late one ends. */
   readonly #rounds: RoundPacer;
-  /** While `close()` runs: how much of its wait is left, in ms. */
-  #closingWait: (() => number) | undefined;
   /** The timer waits `IDLE_BEAT_MS`, not a period: the sync holds no key and nothing is owed. */
   #idle = false;
 
@@ -60,6 +59,7 @@ export class LeaseBook {
     this.#onFleet = onFleet;
     this.#groupOf = groupOf;
     this.#promote = promote;
+    this.#settlements = new Settlements(refiller, config.maxKeys, () => this.#wake());
     refiller.onReply((lease, leased, dry) => this.#replied(lease, leased, dry));
     this.#timer = new BookTimer<LeaseBook>(this, LeaseBook.#onTimer, clock, this.#periodMs());
     dropped.register(owner, { timer: this.#timer, clock: hotClock.hold }, this);
@@ -83,10 +83,10 @@ export class LeaseBook {
    * nothing owed, the idle beat's interval (a wake-up is what an idle limiter costs: DECISIONS).
    */
   #nextDelayMs(): number {
-    const syncer = this.#syncer;
-    if (syncer === undefined) return this.#config.sweepEveryMs;
-    this.#idle = this.#holding.size === 0 && this.#owing.size === 0;
-    return this.#idle ? Math.max(syncer.periodMs, IDLE_BEAT_MS) : syncer.periodMs;
+    const periodMs = this.#periodMs();
+    if (this.#syncer === undefined) return periodMs;
+    this.#idle = this.#holding.size === 0 && this.#settlements.settled;
+    return this.#idle ? Math.max(periodMs, IDLE_BEAT_MS) : periodMs;
   }
 
   /** Brings an idle timer's next tick to a period from now: a key just held is synced before its grant runs out. */
@@ -139,7 +139,7 @@ export class LeaseBook {
     drainLease(lease);
     // A key that owes nothing (a sparse key's take) costs no call: with a table full of them,
     // every new key evicted one, and each eviction paid a guarded, queued call that sent nothing.
-    if (owes(lease) || lease.debt > 0) this.#settle(lease);
+    if (owes(lease) || lease.debt > 0) this.#settlements.settle(lease);
   }
 
   /** `reset`: the lease is dropped with nothing handed back (its global buckets are deleted too). */
@@ -156,13 +156,13 @@ export class LeaseBook {
     if (untilMs > lease.blockedUntilMs) lease.blockedUntilMs = untilMs;
     if (untilMs > lease.deniedUntilMs) lease.deniedUntilMs = untilMs;
     drainLease(lease);
-    this.#settle(lease);
+    this.#settlements.settle(lease);
   }
 
   /** `setLimits`: hands back what `lease` holds (taken under the old limits) and reports its spends. */
   drain(lease: Lease): void {
     drainLease(lease);
-    this.#settle(lease);
+    this.#settlements.settle(lease);
   }
 
   /**
@@ -176,21 +176,14 @@ export class LeaseBook {
     this.#timer.stop();
     dropped.unregister(this);
     const waitMs = () => Math.max(1, this.#config.closeTimeoutMs - (this.#clock.now() - startedAtMs));
-    this.#closingWait = waitMs;
-    const owed = [...leases, ...this.#owing];
-    for (const lease of owed) {
-      lease.detached = true;
-      drainLease(lease);
-    }
-    this.#owing.clear();
+    const owed = this.#settlements.closing(leases, waitMs);
     this.#holding.clear();
     clearTable();
-    const handBack = this.#refiller.handBack(owed, waitMs());
-    this.#pending.add(handBack);
+    const handBack = this.#settlements.handBack(owed, waitMs());
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs())));
     // Calls still out first: each hands its grant back as it lands, adding to what is pending.
-    const done = Promise.allSettled(this.#refiller.landing()).then(() => this.#settled());
+    const done = Promise.allSettled(this.#refiller.landing()).then(() => this.#settlements.drained());
     await Promise.race([done, deadline]);
     clearTimeout(timer);
     // Its timeout ends with the wait, its failure reported before close() resolves: the deadline's
@@ -199,24 +192,9 @@ export class LeaseBook {
     this.#hotClock.release();
   }
 
-  /** Resolves once nothing is pending, hand-backs added while it waits included. */
-  async #settled(): Promise<void> {
-    while (this.#pending.size > 0) {
-      const now = [...this.#pending];
-      await Promise.allSettled(now);
-      for (const settle of now) this.#pending.delete(settle);
-    }
-  }
-
   #replied(lease: Lease, leased: number, dry: boolean): void {
     if (lease.detached || this.#clock.now() < lease.blockedUntilMs) {
-      if (leased > 0) {
-        drainLease(lease);
-        const closingWait = this.#closingWait;
-        // Past the breaker while closing: a blip that opened it must not cost a late grant.
-        if (closingWait === undefined) this.#settle(lease);
-        else this.#pending.add(this.#refiller.handBack([lease], closingWait()));
-      }
+      this.#settlements.lateGrant(lease, leased);
       return;
     }
     // With the sync, a key that asked the store is the next sync's to weigh, leased or not: a
@@ -243,22 +221,6 @@ export class LeaseBook {
     if (lease.deniedUntilMs < nextTickAtMs) lease.deniedUntilMs = nextTickAtMs;
   }
 
-  #settle(lease: Lease): void {
-    const settle = this.#refiller.settle(lease);
-    this.#pending.add(settle);
-    void settle.then((ok) => {
-      this.#pending.delete(settle);
-      // Refused (the breaker is open): keep what it owes and try again once the store answers.
-      // Each key is one entry (its hand-backs summed in its grants), as many as the table holds
-      // at most; a lease that owes nothing (a key first seen during the outage) is not kept.
-      const owing = owes(lease) || lease.debt > 0;
-      if (!ok && owing && lease.detached && this.#owing.size < this.#config.maxKeys) {
-        this.#owing.add(lease);
-        this.#wake();
-      } else if (ok) this.#owing.delete(lease);
-    });
-  }
-
   /**
    * The sweep (expired tokens handed back), or with the sync, the periodic sync of every held key,
    * a slice at a time (`RoundPacer`).
@@ -271,7 +233,7 @@ export class LeaseBook {
     if (syncer !== undefined) {
       for (const lease of this.#promote(syncer.room(this.#holding.size))) this.#holding.add(lease);
       syncer.round(this.#holding.size);
-      const idle = this.#holding.size === 0 && this.#owing.size === 0;
+      const idle = this.#holding.size === 0 && this.#settlements.settled;
       void syncer.beat(this.#clock.now(), idle).then((live) => {
         if (live !== undefined) this.#onFleet(live);
       });
@@ -280,7 +242,7 @@ export class LeaseBook {
     this.#rounds.start(
       groupOf === undefined ? [...this.#holding] : inCallGroupOrder([...this.#holding], groupOf),
     );
-    for (const lease of this.#owing) this.#settle(lease);
+    this.#settlements.retry();
   }
 
   /** A round's work on one held lease: its sync, or its sweep. Returns the call it waits on. */
@@ -302,7 +264,7 @@ export class LeaseBook {
     } else if (lease.tokens === 0 && lease.grants.length === 0) {
       this.#holding.delete(lease);
     } else if (lease.refill === undefined && owesHandBack(lease)) {
-      this.#settle(lease);
+      this.#settlements.settle(lease);
     }
     return undefined;
   }

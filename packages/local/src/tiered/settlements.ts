@@ -1,0 +1,97 @@
+import { drainLease, type Lease } from './lease.js';
+import { owes } from './lease-reports.js';
+import type { Refiller } from './refiller.js';
+
+/**
+ * What leases owe the store on their way out of the lease book: settles in flight (an eviction,
+ * a `block`, new limits), leases whose settle the breaker refused, kept to be sent again once the
+ * store answers, and grants that land for a lease already gone. `close()` waits on all of it.
+ */
+export class Settlements {
+  /** Settles and hand-backs sent and not answered yet. */
+  readonly #pending = new Set<Promise<unknown>>();
+  /** Detached leases whose settle was refused: at most `maxKeys`, one entry a key. */
+  readonly #owing = new Set<Lease>();
+  readonly #refiller: Refiller;
+  readonly #maxKeys: number;
+  /** Called when a lease starts owing: the book's timer must tick to send it again. */
+  readonly #onOwing: () => void;
+  /** While `close()` runs: how much of its wait is left, in ms. */
+  #closingWait: (() => number) | undefined;
+
+  constructor(refiller: Refiller, maxKeys: number, onOwing: () => void) {
+    this.#refiller = refiller;
+    this.#maxKeys = maxKeys;
+    this.#onOwing = onOwing;
+  }
+
+  /** Whether no lease waits to send again what it owes. */
+  get settled(): boolean {
+    return this.#owing.size === 0;
+  }
+
+  /** Sends what `lease` owes (its spends and hand-backs); kept to be sent again if refused. */
+  settle(lease: Lease): void {
+    const settle = this.#refiller.settle(lease);
+    this.#pending.add(settle);
+    void settle.then((ok) => {
+      this.#pending.delete(settle);
+      // Refused (the breaker is open): keep what it owes and try again once the store answers.
+      // Each key is one entry (its hand-backs summed in its grants), as many as the table holds
+      // at most; a lease that owes nothing (a key first seen during the outage) is not kept.
+      const owing = owes(lease) || lease.debt > 0;
+      if (!ok && owing && lease.detached && this.#owing.size < this.#maxKeys) {
+        this.#owing.add(lease);
+        this.#onOwing();
+      } else if (ok) this.#owing.delete(lease);
+    });
+  }
+
+  /** A tick: every lease still owing tries again. */
+  retry(): void {
+    for (const lease of this.#owing) this.settle(lease);
+  }
+
+  /**
+   * A grant of `leased` tokens landed for a lease no longer in use (detached, or blocked): it goes
+   * straight back, past the breaker while closing (a blip that opened it must not cost a late grant).
+   */
+  lateGrant(lease: Lease, leased: number): void {
+    if (leased <= 0) return;
+    drainLease(lease);
+    const closingWait = this.#closingWait;
+    if (closingWait === undefined) this.settle(lease);
+    else this.#pending.add(this.#refiller.handBack([lease], closingWait()));
+  }
+
+  /**
+   * `close()` begins: `leases` and those still owing are detached and drained, and returned to be
+   * handed back (`handBack`); from here on, a late grant goes back past the breaker within `waitMs()`.
+   */
+  closing(leases: readonly Lease[], waitMs: () => number): Lease[] {
+    this.#closingWait = waitMs;
+    const owed = [...leases, ...this.#owing];
+    this.#owing.clear();
+    for (const lease of owed) {
+      lease.detached = true;
+      drainLease(lease);
+    }
+    return owed;
+  }
+
+  /** One hand-back of what `leases` owe, past the breaker, within `waitMs`; resolves whether the store took it all. */
+  handBack(leases: readonly Lease[], waitMs: number): Promise<boolean> {
+    const handBack = this.#refiller.handBack(leases, waitMs);
+    this.#pending.add(handBack);
+    return handBack;
+  }
+
+  /** Resolves once nothing is pending, what is added while it waits included. */
+  async drained(): Promise<void> {
+    while (this.#pending.size > 0) {
+      const now = [...this.#pending];
+      await Promise.allSettled(now);
+      for (const settle of now) this.#pending.delete(settle);
+    }
+  }
+}
