@@ -1,4 +1,4 @@
-import { defineLimit } from '@tiered-limiter/core';
+import { type Decision, defineLimit } from '@tiered-limiter/core';
 import { TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
 import { RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
 import { uniquePrefix, whenReady } from '@tiered-limiter/test-harness';
@@ -18,11 +18,11 @@ afterEach(async () => {
   for (const c of clients.splice(0)) c.disconnect();
 });
 
-async function storeOnRedis() {
+async function storeOnRedis(prefix = uniquePrefix('charges')) {
   const redis = server.client({ ...recommendedRedisOptions });
   clients.push(redis);
   await whenReady(redis);
-  return new RedisStore({ redis, prefix: uniquePrefix('charges') });
+  return new RedisStore({ redis, prefix });
 }
 
 function limiter(store: RedisStore, options: Partial<TieredLimiterOptions> = {}) {
@@ -65,5 +65,35 @@ describe('optimistic cold start on a coalescing RedisStore', () => {
     }
     expect(optimistic.stats().tokensOptimistic).toBe(3);
     await Promise.all([exact.close(), optimistic.close()]);
+  });
+});
+
+/** Waits until `done()` holds, 2 s at most (a heartbeat's answer, a beat of the next tick). */
+async function until(done: () => boolean) {
+  const deadline = Date.now() + 2000;
+  while (!done() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+describe('optimistic cold start in a fleet past its declared size, on Redis', () => {
+  it('gives no credit once the fleet registry counts more live instances than declared', async () => {
+    const prefix = uniquePrefix('past-declared');
+    const options = { instances: 2, sync: {}, coldStart: { mode: 'optimistic', credit: 1 } } as const;
+    const first = limiter(await storeOnRedis(prefix), options);
+    // Its first heartbeat, sent as it was made, counts one instance: credit once it is answered.
+    let credited: Decision | undefined;
+    await until(() => {
+      credited = first.tryConsume('a');
+      return credited !== undefined;
+    });
+    expect(credited).toMatchObject({ allowed: true, tier: 'local' });
+    const more = [limiter(await storeOnRedis(prefix), options), limiter(await storeOnRedis(prefix), options)];
+    await until(() => more[1]!.stats().instances === 3);
+    expect(more[1]!.tryConsume('b')).toBeUndefined();
+    // The first learns of three at a heartbeat of its own, within IDLE_BEAT_MS (250 ms) and a period.
+    await until(() => first.stats().instances === 3);
+    expect(first.tryConsume('c')).toBeUndefined();
+    expect(await first.consume('c')).toMatchObject({ allowed: true, tier: 'global' });
+    expect([first, ...more].map((l) => l.stats().tokensOptimistic)).toEqual([1, 0, 0]);
+    await Promise.all([first, ...more].map((l) => l.close()));
   });
 });

@@ -225,6 +225,56 @@ describe('TieredLimiter optimistic cold start', () => {
     ).toThrow(/coldStart\.spacingMs.*at least/);
   });
 
+  /** Optimistic limiters of a declared fleet of 2 with the periodic sync on (a 111 ms period alone, 167 ms at 3). */
+  const fleetOf2 = {
+    instances: 2,
+    sync: { fleetCallsPerSecond: 20 },
+    coldStart: { mode: 'optimistic', credit: 1 },
+  } as const;
+
+  it('gives no credit while the live fleet is larger than the declared one, and gives it again once the fleet is back within it', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new MemoryStore({ clock });
+    const first = limiter(store, clock, fleetOf2);
+    await settle();
+    // Its first heartbeat, sent as it was made, counted one instance: credit at once.
+    expect(first.tryConsume('a')).toMatchObject({ allowed: true, tier: 'local' });
+    const second = limiter(store, clock, fleetOf2);
+    const third = limiter(store, clock, fleetOf2);
+    const seen: unknown[] = [];
+    first.on('fleet', (info) => seen.push(info));
+    await settle();
+    // The third's own first heartbeat counted three: a new key goes the exact way.
+    expect(third.stats().instances).toBe(3);
+    expect(third.tryConsume('b')).toBeUndefined();
+    expect(await third.consume('b')).toMatchObject({ allowed: true, tier: 'global' });
+    // The first learns of three at a beat of its own, and stops too.
+    for (let ms = 0; ms < 500; ms += 10) await advance(10);
+    expect(seen).toContainEqual({ instances: 3, declared: 2 });
+    expect(first.tryConsume('c')).toBeUndefined();
+    expect(second.tryConsume('c')).toBeUndefined();
+    expect([first, second, third].map((l) => l.stats().tokensOptimistic)).toEqual([1, 0, 0]);
+    // One leaves: once its registration lapses (3 periods and a second), the others count two again.
+    await third.close();
+    for (let ms = 0; ms < 2500; ms += 10) await advance(10);
+    expect(first.tryConsume('d')).toMatchObject({ allowed: true, tier: 'local' });
+    expect(second.tryConsume('e')).toMatchObject({ allowed: true, tier: 'local' });
+  });
+
+  it('gives no credit once its last heartbeat is older than its registration (a process stalled past it may have been replaced)', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new MemoryStore({ clock });
+    const l = limiter(store, clock, fleetOf2);
+    await settle();
+    expect(l.tryConsume('a')).toMatchObject({ tier: 'local' });
+    // Time passes with no timer run: the registration (3 × 111 ms + 1 s, from 0) has lapsed, unrenewed.
+    clock.advance(1333);
+    expect(l.tryConsume('b')).toBeUndefined();
+    // The held-up tick (its timer's 111 ms had not run) beats again: credit once more.
+    await advance(120);
+    expect(l.tryConsume('c')).toMatchObject({ tier: 'local' });
+  });
+
   it('admits a key it has no state for at once, and charges it to the store in the same tick', async () => {
     const clock = new FakeClock(0);
     const memory = new MemoryStore({ clock });

@@ -16,15 +16,22 @@ export class ColdStart {
   readonly credit: number;
   readonly #spacingMs: number;
   readonly #lastUse = new Float64Array(SLOTS).fill(Number.NEGATIVE_INFINITY);
+  /** Whether the fleet is known to be within the declared instances at a time (`Syncer.withinDeclared`). */
+  readonly #fleetWithinDeclared: (nowMs: number) => boolean;
 
-  constructor(config: ColdStartConfig) {
+  constructor(config: ColdStartConfig, fleetWithinDeclared: (nowMs: number) => boolean = () => true) {
     this.credit = config.credit;
     this.#spacingMs = config.spacingMs;
+    this.#fleetWithinDeclared = fleetWithinDeclared;
   }
 
-  /** Whether `key`, which has no lease here, may start optimistically at `nowMs`. */
+  /**
+   * Whether `key`, which has no lease here, may start optimistically at `nowMs`: its spacing is
+   * over, and the fleet is known to be no larger than declared. The bound's `N·credit` counts the
+   * declared instances; an autoscaled fleet past them would add a credit per instance more.
+   */
   mayStart(key: string, nowMs: number): boolean {
-    return nowMs - this.#lastUse[slotOf(key)]! >= this.#spacingMs;
+    return nowMs - this.#lastUse[slotOf(key)]! >= this.#spacingMs && this.#fleetWithinDeclared(nowMs);
   }
 
   /** `key`'s lease leaves the table at `nowMs`: a start within the spacing is remembered by slot. */

@@ -43,6 +43,8 @@ export class Syncer {
   readonly #instanceId: string;
   #live: number | undefined;
   #lastBeatAtMs = Number.NEGATIVE_INFINITY;
+  /** Until when the live count holds: the last answered beat's send time plus the registration's life. */
+  #liveUntilMs = Number.NEGATIVE_INFINITY;
   #periodMs: number;
   /** The calls a round costs, as of the last one. */
   #calls = 1;
@@ -78,6 +80,19 @@ export class Syncer {
     return Math.max(this.#live ?? 1, this.#declared ?? 1);
   }
 
+  /**
+   * Whether the fleet is known to be no larger than the declared `instances` at `nowMs`: the last
+   * answered heartbeat counted no more, and this instance's registration from it still holds (a
+   * process stalled past it may have been replaced meanwhile). Optimistic cold start's bound counts
+   * the declared instances, so it gives credit only then. True when there is nothing to learn: no
+   * declared size, or a store that keeps no registry.
+   */
+  withinDeclared(nowMs: number): boolean {
+    const declared = this.#declared;
+    if (declared === undefined || this.#store.heartbeat === undefined) return true;
+    return this.#live !== undefined && this.#live <= declared && nowMs < this.#liveUntilMs;
+  }
+
   /** The live count the store last reported, or `undefined` before it has. */
   get live(): number | undefined {
     return this.#live;
@@ -94,11 +109,14 @@ export class Syncer {
     if (idle && nowMs - this.#lastBeatAtMs < IDLE_BEAT_MS) return undefined;
     this.#lastBeatAtMs = nowMs;
     let live: number;
+    const ttlMs = 3 * this.#periodMs + 1000;
     try {
-      live = await heartbeat.call(this.#store, this.#instanceId, 3 * this.#periodMs + 1000);
+      live = await heartbeat.call(this.#store, this.#instanceId, ttlMs);
     } catch {
       return undefined;
     }
+    // From the send, not the answer: the store registered this instance no earlier.
+    this.#liveUntilMs = nowMs + ttlMs;
     if (live === this.#live) return undefined;
     this.#live = live;
     this.#retime();

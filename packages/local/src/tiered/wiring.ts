@@ -100,7 +100,16 @@ export function wireTiered(
     return lease;
   };
   const keyParts = { store, book, leases, clock, refiller, limits: limitsNow, leaseFor };
-  const coldStart = config.coldStart === undefined ? undefined : new ColdStart(config.coldStart);
+  const coldStart =
+    config.coldStart === undefined
+      ? undefined
+      : new ColdStart(config.coldStart, (nowMs) => syncer === undefined || syncer.withinDeclared(nowMs));
+  // Credit waits for the fleet's size: a first heartbeat now, not a period from now.
+  if (coldStart !== undefined && syncer !== undefined) {
+    void syncer.beat(clock.now(), false).then((live) => {
+      if (live !== undefined) onFleet(live);
+    });
+  }
   const sightings = new FirstSightings(
     config.maxKeys,
     () => Math.max(MIN_SIGHTING_WINDOW_MS, config.timing.ttlMs),
