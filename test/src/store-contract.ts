@@ -59,6 +59,16 @@ export function describeStoreContract(
       expect(await heartbeat!(a, 60_000)).toBe(before);
     });
 
+    it('heartbeat: a short registration after a long one does not cut the long one short', async () => {
+      const heartbeat = store.heartbeat!.bind(store);
+      const [long, short, later] = [fresh('instance-long'), fresh('instance-short'), fresh('instance-later')];
+      const before = await heartbeat(long, 60_000);
+      expect(await heartbeat(short, 100)).toBe(before + 1);
+      // Past the short one's registration and twice over: it is gone, the long one is not.
+      await sleepUntil(performance.now() + 300);
+      expect(await heartbeat(later, 60_000)).toBe(before + 1);
+    });
+
     it('admits a new key and leaves capacity − cost (capacity 100, 10/s, cost 1)', async () => {
       expect(await take(fresh('new'), [hundred], 1)).toEqual({
         ok: true,

@@ -71,7 +71,10 @@ local function heartbeat(key, instance, ttl_ms)
   -- Members are scored by when they stop counting (µs of Redis TIME); the dead are dropped here.
   redis.call('ZADD', key, now + ttl_ms * 1000, instance)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-  redis.call('PEXPIRE', key, ttl_ms * 2)
+  -- The key only ever gets a longer life: an instance with a short registration (a small round)
+  -- beating after one with a long one must not let the key, and the long one with it, expire first.
+  local keep_ms = ttl_ms * 2
+  if redis.call('PTTL', key) < keep_ms then redis.call('PEXPIRE', key, keep_ms) end
   return redis.call('ZCARD', key)
 end
 
