@@ -19,7 +19,7 @@ export class ColdStart {
   /** Whether the fleet is known to be within the declared instances at a time (`Syncer.withinDeclared`). */
   readonly #fleetWithinDeclared: (nowMs: number) => boolean;
 
-  constructor(config: ColdStartConfig, fleetWithinDeclared: (nowMs: number) => boolean = () => true) {
+  constructor(config: ColdStartConfig, fleetWithinDeclared: (nowMs: number) => boolean) {
     this.credit = config.credit;
     this.#spacingMs = config.spacingMs;
     this.#fleetWithinDeclared = fleetWithinDeclared;

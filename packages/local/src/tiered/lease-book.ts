@@ -113,6 +113,16 @@ export class LeaseBook {
     if (this.#timer.overdue(nowMs, periodMs)) this.#hotClock.reviewUnlessWithin(nowMs, periodMs);
   }
 
+  /**
+   * Tells the store this instance is alive and reads the live count (the `fleet` event when it
+   * outgrew the declared one): each tick's, and an optimistic limiter's first, as it is made.
+   */
+  beat(idle = false): void {
+    void this.#syncer?.beat(this.#clock.now(), idle).then((live) => {
+      if (live !== undefined) this.#onFleet(live);
+    });
+  }
+
   /** Tokens held in leases now. */
   held(): number {
     let held = 0;
@@ -233,10 +243,7 @@ export class LeaseBook {
     if (syncer !== undefined) {
       for (const lease of this.#promote(syncer.room(this.#holding.size))) this.#holding.add(lease);
       syncer.round(this.#holding.size);
-      const idle = this.#holding.size === 0 && this.#settlements.settled;
-      void syncer.beat(this.#clock.now(), idle).then((live) => {
-        if (live !== undefined) this.#onFleet(live);
-      });
+      this.beat(this.#holding.size === 0 && this.#settlements.settled);
     }
     const groupOf = this.#groupOf;
     this.#rounds.start(

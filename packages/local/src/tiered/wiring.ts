@@ -105,11 +105,7 @@ export function wireTiered(
       ? undefined
       : new ColdStart(config.coldStart, (nowMs) => syncer === undefined || syncer.withinDeclared(nowMs));
   // Credit waits for the fleet's size: a first heartbeat now, not a period from now.
-  if (coldStart !== undefined && syncer !== undefined) {
-    void syncer.beat(clock.now(), false).then((live) => {
-      if (live !== undefined) onFleet(live);
-    });
-  }
+  if (coldStart !== undefined) book.beat();
   const sightings = new FirstSightings(
     config.maxKeys,
     () => Math.max(MIN_SIGHTING_WINDOW_MS, config.timing.ttlMs),
