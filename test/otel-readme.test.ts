@@ -108,6 +108,7 @@ async function collectAll() {
   await store.apply({ key: 'k', limits });
   await store.reset('k', limits);
   await store.heartbeat!('instance-a', 1000);
+  await store.leave!('instance-a');
   const collect = async () => {
     exporter.reset();
     await reader.forceFlush();

@@ -142,7 +142,7 @@ describe('observeLimiter and instrumentStore', () => {
     await otel.shutdown();
   });
 
-  it('instrumentStore passes the heartbeat, opsPerCall and groupOf through: a wrapped fleet sees its live size', async () => {
+  it('instrumentStore passes the heartbeat, leave, opsPerCall and groupOf through: a wrapped fleet sees its live size', async () => {
     const otel = sdk();
     const redis = server.client(recommendedRedisOptions);
     await whenReady(redis);
@@ -162,7 +162,13 @@ describe('observeLimiter and instrumentStore', () => {
       (p) => p.attributes[ATTRIBUTES.operation] === 'heartbeat',
     );
     expect(beats?.value.count).toBeGreaterThanOrEqual(2);
+    // Closing, the limiter leaves the registry through the wrapper: the other instance is alone.
     await limiter.close();
+    await expect(store.heartbeat!('other-instance', 60_000)).resolves.toBe(1);
+    const leaves = (
+      (await otel.collect()).get(METRICS.storeDuration)!.dataPoints as DataPoint<Histogram>[]
+    ).find((p) => p.attributes[ATTRIBUTES.operation] === 'leave');
+    expect(leaves?.value.count).toBe(1);
     await otel.shutdown();
   });
 

@@ -69,6 +69,21 @@ export function describeStoreContract(
       expect(await heartbeat(later, 60_000)).toBe(before + 1);
     });
 
+    it('leave takes an instance out of the live count at once; the others stay', async () => {
+      const heartbeat = store.heartbeat!.bind(store);
+      const leave = store.leave?.bind(store);
+      expect(leave).toBeDefined();
+      const [staying, leaving] = [fresh('instance-staying'), fresh('instance-leaving')];
+      const before = await heartbeat(staying, 60_000);
+      expect(await heartbeat(leaving, 60_000)).toBe(before + 1);
+      await leave!(leaving);
+      expect(await heartbeat(staying, 60_000)).toBe(before);
+      // Leaving twice, or never having come, changes nothing.
+      await leave!(leaving);
+      await leave!(fresh('instance-never'));
+      expect(await heartbeat(staying, 60_000)).toBe(before);
+    });
+
     it('admits a new key and leaves capacity − cost (capacity 100, 10/s, cost 1)', async () => {
       expect(await take(fresh('new'), [hundred], 1)).toEqual({
         ok: true,

@@ -106,6 +106,12 @@ export interface GlobalStore {
    */
   heartbeat?(instance: string, ttlMs: number): Promise<number>;
   /**
+   * Forgets `instance` in the fleet's registry at once (a limiter closing): the others stop
+   * counting it at their next heartbeat instead of when its registration would lapse. A store
+   * without it lets the registration lapse.
+   */
+  leave?(instance: string): Promise<void>;
+  /**
    * How many ops one of the store's round trips carries at most: the two-tier limiter's sync
    * sizes its period by what a round over its keys costs. A store without it counts as 32.
    */

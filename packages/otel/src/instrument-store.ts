@@ -22,9 +22,9 @@ export function operationOf(op: BucketOp): 'reserve' | 'take' | 'settle' | 'peek
 /**
  * Wraps a `GlobalStore` so that every call is timed into the histogram
  * `tiered_limiter.store.operation.duration` (seconds; attribute `tiered_limiter.store.operation`:
- * `reserve` for a lease refill, `take`, `settle`, `peek`, `reset`, `heartbeat`; and `error.type`
- * when the call failed). The store's `heartbeat`, `opsPerCall` and `groupOf`, which the periodic
- * sync reads, pass through. The refill latency of a `TieredLimiter` is the `reserve` series. The
+ * `reserve` for a lease refill, `take`, `settle`, `peek`, `reset`, `heartbeat`, `leave`; and
+ * `error.type` when the call failed). The store's `heartbeat`, `leave`, `opsPerCall` and `groupOf`,
+ * which the periodic sync uses, pass through. The refill latency of a `TieredLimiter` is the `reserve` series. The
  * wrapper adds a clock read and a record per call, nothing on the limiter's hot path.
  *
  * @example
@@ -78,6 +78,10 @@ export function instrumentStore(
   if (heartbeat !== undefined) {
     wrapped.heartbeat = (instance: string, ttlMs: number): Promise<number> =>
       timed('heartbeat', () => heartbeat.call(store, instance, ttlMs));
+  }
+  const leave = store.leave;
+  if (leave !== undefined) {
+    wrapped.leave = (instance: string): Promise<void> => timed('leave', () => leave.call(store, instance));
   }
   Object.defineProperty(wrapped, 'opsPerCall', { get: () => store.opsPerCall, enumerable: true });
   const groupOf = store.groupOf;

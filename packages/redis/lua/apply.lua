@@ -22,7 +22,7 @@ ARGV[1]      every number below, as one JSON array (a number per ARGV cost Redis
                aheadMs                    ms of refill the take or lease may borrow
                R                          reports, then R triples: generation, spent, returned
              or, for a heartbeat entry (its one key the fleet's sorted set):
-               0, i, ttlMs                instance ARGV[1 + i] counts as alive for ttlMs
+               0, i, ttlMs                instance ARGV[1 + i] counts as alive for ttlMs (0: it leaves)
 ARGV[2…]     the instances the heartbeat entries name
 
 Reply        7 integers per entry, in order:
@@ -68,6 +68,12 @@ local function next_number()
 end
 
 local function heartbeat(key, instance, ttl_ms)
+  -- A registration of no life is a leave (a limiter closing): it stops counting now.
+  if ttl_ms == 0 then
+    redis.call('ZREM', key, instance)
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+    return redis.call('ZCARD', key)
+  end
   -- Members are scored by when they stop counting (µs of Redis TIME); the dead are dropped here.
   redis.call('ZADD', key, now + ttl_ms * 1000, instance)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now)

@@ -180,6 +180,16 @@ export class RedisStore implements GlobalStore {
    * no extra round trip. `%f` is never written by key escaping, so no user key reaches the set.
    */
   heartbeat(instance: string, ttlMs: number): Promise<number> {
+    return this.#fleet(instance, Math.max(1, Math.ceil(ttlMs)));
+  }
+
+  /** Takes `instance` out of the fleet's sorted set (a heartbeat entry of no life), in the tick's call like a heartbeat. */
+  leave(instance: string): Promise<void> {
+    return this.#fleet(instance, 0).then(() => undefined);
+  }
+
+  /** A heartbeat entry: `instance` alive for `ttlMs`, or gone with 0; resolves the live count. */
+  #fleet(instance: string, ttlMs: number): Promise<number> {
     const key = `${this.#prefix}:{%fleet}`;
     const slot = this.#client.isCluster ? calculateSlot(key) : 0;
     return new Promise<number>((resolve, reject) => {
@@ -188,7 +198,7 @@ export class RedisStore implements GlobalStore {
         keys: [key],
         slot,
         background: true,
-        heartbeat: { instance, ttlMs: Math.max(1, Math.ceil(ttlMs)) },
+        heartbeat: { instance, ttlMs },
         resolve: (reply) => resolve(reply.granted),
         reject,
       };

@@ -106,6 +106,12 @@ export class MemoryStore implements GlobalStore {
     return Promise.resolve(this.#instances.size);
   }
 
+  /** Forgets `instance` in the fleet's registry. */
+  leave(instance: string): Promise<void> {
+    this.#instances.delete(instance);
+    return Promise.resolve();
+  }
+
   /** Forgets `key`'s buckets: its next op finds them full. */
   reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
     for (const spec of limits) this.#buckets.delete(entryKey(key, spec));

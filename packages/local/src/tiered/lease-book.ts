@@ -190,10 +190,13 @@ export class LeaseBook {
     this.#holding.clear();
     clearTable();
     const handBack = this.#settlements.handBack(owed, waitMs());
+    const left = this.#syncer?.leave();
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs())));
     // Calls still out first: each hands its grant back as it lands, adding to what is pending.
-    const done = Promise.allSettled(this.#refiller.landing()).then(() => this.#settlements.drained());
+    const done = Promise.allSettled([...this.#refiller.landing(), left]).then(() =>
+      this.#settlements.drained(),
+    );
     await Promise.race([done, deadline]);
     clearTimeout(timer);
     // Its timeout ends with the wait, its failure reported before close() resolves: the deadline's

@@ -93,6 +93,18 @@ export class Syncer {
     return this.#live !== undefined && this.#live <= declared && nowMs < this.#liveUntilMs;
   }
 
+  /**
+   * Takes this instance out of the fleet's registry (`close()`), so the others count it no longer at
+   * their next beat; `undefined` for a store without a registry. Never rejects: a leave that fails
+   * lets the registration lapse, as it would have.
+   */
+  leave(): Promise<void> | undefined {
+    const leave = this.#store.leave;
+    if (leave === undefined) return undefined;
+    this.#liveUntilMs = Number.NEGATIVE_INFINITY;
+    return leave.call(this.#store, this.#instanceId).catch(() => {});
+  }
+
   /** The live count the store last reported, or `undefined` before it has. */
   get live(): number | undefined {
     return this.#live;
