@@ -40,7 +40,7 @@ import {
 } from '@tiered-limiter/redis';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_FLEET_CALLS_PER_SECOND } from '../packages/local/src/defaults.js';
-import { IDLE_BEAT_MS } from '../packages/local/src/tiered/sync.js';
+import { IDLE_BEAT_MS } from '../packages/local/src/tiered/fleet-registry.js';
 
 const readme = (path: string) => readFileSync(fileURLToPath(new URL(path, import.meta.url)), 'utf8');
 

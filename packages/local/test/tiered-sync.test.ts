@@ -3,7 +3,7 @@ import { MemoryStore, TieredLimiter, type TieredLimiterOptions } from '@tiered-l
 import { FakeClock } from '@tiered-limiter/test-harness';
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
-import { IDLE_BEAT_MS } from '../src/tiered/sync.js';
+import { IDLE_BEAT_MS } from '../src/tiered/fleet-registry.js';
 import { expectBound, playBursts, request, settle } from './lease-properties.js';
 import { CountingStore, fakeTime, limiter } from './sync-kit.js';
 

@@ -1,6 +1,7 @@
 import type { Clock } from '@tiered-limiter/core';
 import { BookTimer } from './book-timer.js';
 import { inCallGroupOrder } from './call-groups.js';
+import { IDLE_BEAT_MS } from './fleet-registry.js';
 import type { ClockHold, HotClock } from './hot-clock.js';
 import { drainLease, expireGrants, type Lease } from './lease.js';
 import { forgetReleased, owes, owesHandBack } from './lease-reports.js';
@@ -10,7 +11,7 @@ import { RoundPacer } from './round-pacer.js';
 import { Settlements } from './settlements.js';
 import { releaseSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
-import { IDLE_BEAT_MS, type Syncer } from './sync.js';
+import type { Syncer } from './sync.js';
 
 /**
  * The lease lifecycle of a two-tier limiter, beside its hot path: leases that hold tokens, the
@@ -190,7 +191,7 @@ export class LeaseBook {
     this.#holding.clear();
     clearTable();
     const handBack = this.#settlements.handBack(owed, waitMs());
-    const left = this.#syncer?.leave();
+    const left = this.#syncer?.fleet.leave();
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs())));
     // Calls still out first: each hands its grant back as it lands, adding to what is pending.

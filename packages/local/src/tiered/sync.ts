@@ -1,5 +1,6 @@
 import type { GlobalStore } from '@tiered-limiter/core';
 import { OPS_PER_CALL, syncPeriodMs } from './fleet-options.js';
+import { FleetRegistry } from './fleet-registry.js';
 import { handBackExpiring, type Lease } from './lease.js';
 import { owes } from './lease-reports.js';
 import { covers, leaseWant, MIN_EXPECTED, QUIET_SHARE, QUIET_SPANS } from './lease-size.js';
@@ -14,13 +15,6 @@ const MEAN_PERIODS = 1 / RATE_WEIGHT;
 const BRIDGE_MS = 20;
 /** The longest a key seen once is taken to stay away: its demand is one request over this, at most. */
 const ONE_REQUEST_MS = 1_000;
-/**
- * How often an instance that holds no key and owes nothing tells the store it is alive, at most:
- * at a 22 ms period (4 instances) an idle limiter's heartbeats were 45 Redis calls and about 40 ms
- * of CPU a second. Its registration lives three periods and a second, longer than this and a period.
- */
-export const IDLE_BEAT_MS = 250;
-
 /**
  * The periodic sync of a two-tier limiter (issue 11's design): every period `T = instances ÷
  * (0.9 × fleetCallsPerSecond)` it sends, for every key that holds a lease, one op that hands back
@@ -39,12 +33,8 @@ export class Syncer {
   readonly #refiller: Refiller;
   readonly #store: GlobalStore;
   readonly #budget: number;
-  readonly #declared: number | undefined;
-  readonly #instanceId: string;
-  #live: number | undefined;
-  #lastBeatAtMs = Number.NEGATIVE_INFINITY;
-  /** Until when the live count holds: the last answered beat's send time plus the registration's life. */
-  #liveUntilMs = Number.NEGATIVE_INFINITY;
+  /** This instance in the store's fleet registry: the live count, and whether it is within the declared one. */
+  readonly fleet: FleetRegistry;
   #periodMs: number;
   /** The calls a round costs, as of the last one. */
   #calls = 1;
@@ -64,8 +54,7 @@ export class Syncer {
     this.#refiller = refiller;
     this.#store = store;
     this.#budget = budget;
-    this.#declared = config.instances;
-    this.#instanceId = instanceId;
+    this.fleet = new FleetRegistry(store, instanceId, config.instances);
     this.#periodMs = 0;
     this.#retime();
   }
@@ -77,61 +66,17 @@ export class Syncer {
 
   /** The fleet size in force: the live count the store reports, never below the declared one. */
   get instances(): number {
-    return Math.max(this.#live ?? 1, this.#declared ?? 1);
+    return this.fleet.instances;
   }
 
   /**
-   * Whether the fleet is known to be no larger than the declared `instances` at `nowMs`: the last
-   * answered heartbeat counted no more, and this instance's registration from it still holds (a
-   * process stalled past it may have been replaced meanwhile). Optimistic cold start's bound counts
-   * the declared instances, so it gives credit only then. True when there is nothing to learn: no
-   * declared size, or a store that keeps no registry.
-   */
-  withinDeclared(nowMs: number): boolean {
-    const declared = this.#declared;
-    if (declared === undefined || this.#store.heartbeat === undefined) return true;
-    return this.#live !== undefined && this.#live <= declared && nowMs < this.#liveUntilMs;
-  }
-
-  /**
-   * Takes this instance out of the fleet's registry (`close()`), so the others count it no longer at
-   * their next beat; `undefined` for a store without a registry. Never rejects: a leave that fails
-   * lets the registration lapse, as it would have.
-   */
-  leave(): Promise<void> | undefined {
-    const leave = this.#store.leave;
-    if (leave === undefined) return undefined;
-    this.#liveUntilMs = Number.NEGATIVE_INFINITY;
-    return leave.call(this.#store, this.#instanceId).catch(() => {});
-  }
-
-  /** The live count the store last reported, or `undefined` before it has. */
-  get live(): number | undefined {
-    return this.#live;
-  }
-
-  /**
-   * Tells the store this instance is alive for three periods and reads the live count, at `nowMs`;
-   * an `idle` instance (no key held, nothing owed) does so once per `IDLE_BEAT_MS` at most. Resolves
-   * the count when it changed (for the `fleet` event), else `undefined`; never rejects.
+   * Tells the store this instance is alive for three periods and reads the live count, at `nowMs`
+   * (`FleetRegistry.beat`); the period and fair share follow a new count. Resolves the count when it
+   * changed (for the `fleet` event), else `undefined`; never rejects.
    */
   async beat(nowMs: number, idle: boolean): Promise<number | undefined> {
-    const heartbeat = this.#store.heartbeat;
-    if (heartbeat === undefined) return undefined;
-    if (idle && nowMs - this.#lastBeatAtMs < IDLE_BEAT_MS) return undefined;
-    this.#lastBeatAtMs = nowMs;
-    let live: number;
-    const ttlMs = 3 * this.#periodMs + 1000;
-    try {
-      live = await heartbeat.call(this.#store, this.#instanceId, ttlMs);
-    } catch {
-      return undefined;
-    }
-    // From the send, not the answer: the store registered this instance no earlier.
-    this.#liveUntilMs = nowMs + ttlMs;
-    if (live === this.#live) return undefined;
-    this.#live = live;
-    this.#retime();
+    const live = await this.fleet.beat(nowMs, idle, 3 * this.#periodMs + 1000);
+    if (live !== undefined) this.#retime();
     return live;
   }
 

@@ -103,7 +103,10 @@ export function wireTiered(
   const coldStart =
     config.coldStart === undefined
       ? undefined
-      : new ColdStart(config.coldStart, (nowMs) => syncer === undefined || syncer.withinDeclared(nowMs));
+      : new ColdStart(
+          config.coldStart,
+          (nowMs) => syncer === undefined || syncer.fleet.withinDeclared(nowMs),
+        );
   // Credit waits for the fleet's size: a first heartbeat now, not a period from now.
   if (coldStart !== undefined) book.beat();
   const sightings = new FirstSightings(
