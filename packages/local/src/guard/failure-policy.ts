@@ -25,6 +25,7 @@ export interface LocalFallbackOptions {
    * Instances expected to share the limit. Each falls back to the global capacity and rate
    * divided by this number (capacity rounded down, at least 1), so the fleet as a whole stays
    * near the global limit while the store is away. Required by `local` unless `limits` is given.
+   * A two-tier limiter with the periodic sync divides by the live count instead when it is larger.
    */
   instances?: number;
   /** The fallback bucket's own limits, replacing the divided ones. */
@@ -60,9 +61,15 @@ export class FailurePolicyDecider {
   readonly #limit: LimitSpec;
   readonly #closedRetryAfterMs: number;
   readonly #local: LocalLimiter | undefined;
-  readonly #localMaxCost: number;
+  #localMaxCost: number;
   /** What a denial of a cost the local buckets can never hold names: the local limit that refuses it. */
-  readonly #localLimit: LimitSpec | undefined;
+  #localLimit: LimitSpec | undefined;
+  /** The global limits, which the `local` policy divides (kept to divide them again). */
+  readonly #limits: readonly LimitSpec[];
+  /** The declared divisor of the `local` policy, `undefined` when it has limits of its own. */
+  readonly #declaredInstances: number | undefined;
+  /** What the local limits are divided by now: the declared instances, or more live ones. */
+  #instances: number | undefined;
 
   constructor(options: FailurePolicyOptions, limits: readonly LimitSpec[], clock: Clock) {
     this.policy = assertOneOf('failurePolicy', options.failurePolicy, POLICIES);
@@ -78,9 +85,37 @@ export class FailurePolicyDecider {
       options.fallback === undefined
         ? undefined
         : assertObject<LocalFallbackOptions>('fallback', options.fallback);
-    this.#local = this.policy === 'local' ? localFallback(fallback, limits, clock) : undefined;
-    this.#localMaxCost = this.#local ? smallestCapacity(this.#local.limits) : 0;
-    this.#localLimit = this.#local ? tightestWhenFull(this.#local.limits) : undefined;
+    this.#limits = limits;
+    const local = this.policy === 'local' ? localFallback(fallback, limits, clock) : undefined;
+    this.#local = local?.limiter;
+    this.#declaredInstances = local?.instances;
+    this.#instances = local?.instances;
+    this.#localMaxCost = 0;
+    this.#sized();
+  }
+
+  /**
+   * Tells the `local` policy how many instances are alive (the fleet registry's count): limits it
+   * divides are divided by that count when it is above the declared one, never by less, so a fleet
+   * scaled past its declaration still admits about the global limit while the store is away. Keys
+   * keep their tokens, cut to the new capacity. Nothing changes under `open`, `closed`, or a
+   * `local` policy with `fallback.limits` of its own.
+   */
+  fleetSize(live: number): void {
+    const declared = this.#declaredInstances;
+    if (declared === undefined) return;
+    const instances = Math.max(declared, live);
+    if (instances === this.#instances) return;
+    this.#instances = instances;
+    this.#local!.setLimits(divideLimits(this.#limits, instances));
+    this.#sized();
+  }
+
+  /** What the local limits in force refuse outright, and which of them a refusal names. */
+  #sized(): void {
+    if (this.#local === undefined) return;
+    this.#localMaxCost = smallestCapacity(this.#local.limits);
+    this.#localLimit = tightestWhenFull(this.#local.limits);
   }
 
   /** The limits the `local` policy admits by, or `undefined` for the other policies. */
@@ -131,10 +166,12 @@ function localFallback(
 ) {
   const options = fallback ?? {};
   let local: readonly LimitSpec[];
+  let instances: number | undefined;
   if (options.limits !== undefined) {
     local = assertLimits('fallback.limits', options.limits);
   } else if (options.instances !== undefined) {
-    local = divideLimits(limits, assertInteger('fallback.instances', options.instances, 1, 1_000_000));
+    instances = assertInteger('fallback.instances', options.instances, 1, 1_000_000);
+    local = divideLimits(limits, instances);
   } else {
     throw new ConfigError(
       'fallback.instances',
@@ -146,7 +183,8 @@ function localFallback(
     options.maxKeys === undefined
       ? undefined
       : assertInteger('fallback.maxKeys', options.maxKeys, 1, MAX_MAX_KEYS);
-  return new LocalLimiter(
+  const limiter = new LocalLimiter(
     maxKeys === undefined ? { limits: local, clock } : { limits: local, clock, maxKeys },
   );
+  return { limiter, instances };
 }

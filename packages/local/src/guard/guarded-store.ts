@@ -49,6 +49,8 @@ export class GuardedStore {
   readonly #options: StoreLimiterOptions;
   readonly #clock: Clock;
   #policy: FailurePolicyDecider;
+  /** The live fleet's size as last reported (`fleetSize`), kept for the policy `setLimits` makes. */
+  #live: number | undefined;
 
   constructor(
     options: StoreLimiterOptions,
@@ -73,6 +75,13 @@ export class GuardedStore {
   /** Rebuilds the failure policy for new limits (its local fallback is sized from them). */
   setLimits(limits: readonly LimitSpec[]): void {
     this.#policy = new FailurePolicyDecider(this.#options, limits, this.#clock);
+    if (this.#live !== undefined) this.#policy.fleetSize(this.#live);
+  }
+
+  /** The live fleet's size, for a `local` policy that divides the limits (`FailurePolicyDecider.fleetSize`). */
+  fleetSize(live: number): void {
+    this.#live = live;
+    this.#policy.fleetSize(live);
   }
 
   /** Sends the op `build` makes, under the guard; `build` runs only if the op is sent. */

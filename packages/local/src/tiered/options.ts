@@ -61,7 +61,8 @@ export interface TieredLimiterOptions extends StoreLimiterOptions {
   /**
    * Instances expected to share the limit. Caps one lease at `capacity / instances` (fair
    * share), sizes batches near the limit, and, for `failurePolicy: 'local'`, divides the limit
-   * for the fallback bucket unless `fallback` says otherwise.
+   * for the fallback bucket unless `fallback` says otherwise. With the periodic sync it is a
+   * floor: a larger live count sizes all of these instead.
    * @default 4 for batch sizing; the local fallback requires it (or `fallback.limits`)
    */
   instances?: number;

@@ -131,8 +131,9 @@ export function tieredStats(parts: TieredParts): TieredLimiterStats {
 export interface TieredLimiterEvents extends LimiterEvents {
   /**
    * The store reports more live instances than `instances` declared: fair shares and the optimistic
-   * cold start's bound assumed fewer. The limiter sizes its leases by the live count already, and
-   * optimistic cold start gives no credit until the count is back within the declared one.
+   * cold start's bound assumed fewer. The limiter sizes its leases and its `local` failure policy's
+   * limits by the live count already, and optimistic cold start gives no credit until the count is
+   * back within the declared one.
    */
   fleet: [
     info: {

@@ -80,8 +80,9 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
 
   /**
    * The limits the `local` failure policy decides by while the store fails (the limits divided by
-   * `instances`, or `fallback.limits`); `undefined` under `open` and `closed`. The HTTP middleware
-   * announces them in the headers of a fallback decision.
+   * `instances`, or by the live count when the sync counted more, or `fallback.limits`); `undefined`
+   * under `open` and `closed`. A new array when they change. The HTTP middleware announces them in
+   * the headers of a fallback decision.
    */
   get fallbackLimits(): readonly LimitSpec[] | undefined {
     return this.#parts.store.policy.localLimits;

@@ -75,6 +75,7 @@ export function wireTiered(
       ? undefined
       : new Syncer(config, refiller, store.store, config.sync.budget, config.instanceId);
   const onFleet = (live: number) => {
+    store.fleetSize(live);
     if (config.instances !== undefined && live > config.instances)
       hooks.fleet({ instances: live, declared: config.instances });
   };
