@@ -66,7 +66,7 @@ export { runScenario } from './scenario.js';
 export { seededRandom } from './seeded-random.js';
 export { parseServerCpuSeconds, readServerCpuSeconds } from './server-cpu.js';
 export type { StoreCall, StoreMode } from './store-doubles.js';
-export { ScriptedStore } from './store-doubles.js';
+export { LosableStore, ScriptedStore } from './store-doubles.js';
 export type { CutOutcome } from './store-ops.js';
 export { destroySocket, storeOps, takeWhileCutting } from './store-ops.js';
 export type { TcpProxy } from './tcp-proxy.js';

@@ -64,3 +64,40 @@ function kindOf(call: StoreCall): 'reserve' | 'take' | 'settle' | 'reset' {
   if (call.op.take !== undefined) return 'take';
   return 'settle';
 }
+
+/** The inner store's fleet registry, so a limiter over a `LosableStore` counts its fleet. */
+type Registry = Required<Pick<GlobalStore, 'heartbeat' | 'leave'>>;
+
+/**
+ * One instance's way to a shared store, which that instance alone can lose (`lost`): its ops and
+ * its heartbeats are refused while the others' go through, as for a process cut off from Redis.
+ * A leave always goes through (a closing instance in a test should not linger in the count).
+ */
+export class LosableStore implements GlobalStore {
+  lost = false;
+  readonly #inner: GlobalStore & Registry;
+
+  constructor(inner: GlobalStore & Registry) {
+    this.#inner = inner;
+  }
+
+  apply(op: BucketOp): Promise<BucketReply> {
+    return this.lost ? refused() : this.#inner.apply(op);
+  }
+
+  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
+    return this.lost ? refused() : this.#inner.reset(key, limits);
+  }
+
+  heartbeat(instance: string, ttlMs: number): Promise<number> {
+    return this.lost ? refused() : this.#inner.heartbeat(instance, ttlMs);
+  }
+
+  leave(instance: string): Promise<void> {
+    return this.#inner.leave(instance);
+  }
+}
+
+function refused(): Promise<never> {
+  return Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:6379'));
+}

@@ -3,14 +3,9 @@
  * limit by the live count, and a degraded response's headers announce that smaller bucket, on every
  * adapter, over real sockets and real time (the fleet registry learns the count from heartbeats).
  */
-import {
-  type BucketOp,
-  type BucketReply,
-  defineLimit,
-  type GlobalStore,
-  type LimitSpec,
-} from '@tiered-limiter/core';
+import { defineLimit, type GlobalStore } from '@tiered-limiter/core';
 import { MemoryStore, TieredLimiter } from '@tiered-limiter/local';
+import { LosableStore } from '@tiered-limiter/test-harness';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ADAPTERS, type ContractOptions, closeApps } from './adapters.js';
 import { parsePolicy, request } from './helpers.js';
@@ -20,36 +15,6 @@ afterEach(async () => {
   await closeApps();
   await Promise.all(closers.splice(0).map((close) => close()));
 });
-
-/** A shared store one instance can lose (its ops and its heartbeats alike). */
-class LosableStore implements GlobalStore {
-  lost = false;
-  readonly #inner: MemoryStore;
-
-  constructor(inner: MemoryStore) {
-    this.#inner = inner;
-  }
-
-  apply(op: BucketOp): Promise<BucketReply> {
-    return this.lost ? this.#refuse() : this.#inner.apply(op);
-  }
-
-  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
-    return this.lost ? this.#refuse() : this.#inner.reset(key, limits);
-  }
-
-  heartbeat(instance: string, ttlMs: number): Promise<number> {
-    return this.lost ? this.#refuse() : this.#inner.heartbeat(instance, ttlMs);
-  }
-
-  leave(instance: string): Promise<void> {
-    return this.#inner.leave(instance);
-  }
-
-  #refuse(): Promise<never> {
-    return Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:6379'));
-  }
-}
 
 // 12 at 3/s over 2 declared instances is a bucket of 6; over 3 live ones, of 4 (w stays 4).
 const API = defineLimit({ capacity: 12, refillPerSecond: 3, name: 'api' });

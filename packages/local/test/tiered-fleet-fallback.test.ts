@@ -1,44 +1,11 @@
 // The `local` failure policy of a fleet that outgrew its declared `instances`: the limit is divided
 // by the live count the registry last reported (never by less than the declared one), so an
 // autoscaled fleet still admits about the global limit during an outage.
-import {
-  type BucketOp,
-  type BucketReply,
-  defineLimit,
-  type GlobalStore,
-  type LimitSpec,
-} from '@tiered-limiter/core';
+import { defineLimit } from '@tiered-limiter/core';
 import { MemoryStore } from '@tiered-limiter/local';
+import { LosableStore } from '@tiered-limiter/test-harness';
 import { describe, expect, it } from 'vitest';
 import { fakeTime, limiter } from './sync-kit.js';
-
-/** One instance's way to a shared `MemoryStore`, which can go down for it alone. */
-class SwitchableStore implements GlobalStore {
-  down = false;
-  readonly #inner: MemoryStore;
-
-  constructor(inner: MemoryStore) {
-    this.#inner = inner;
-  }
-
-  apply(op: BucketOp): Promise<BucketReply> {
-    return this.down ? Promise.reject(new Error('connection refused')) : this.#inner.apply(op);
-  }
-
-  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
-    return this.#inner.reset(key, limits);
-  }
-
-  heartbeat(instance: string, ttlMs: number): Promise<number> {
-    return this.down
-      ? Promise.reject(new Error('connection refused'))
-      : this.#inner.heartbeat(instance, ttlMs);
-  }
-
-  leave(instance: string): Promise<void> {
-    return this.#inner.leave(instance);
-  }
-}
 
 const LIMIT = defineLimit({ name: 'api', capacity: 120, refillPerSecond: 60 });
 const LOCAL = {
@@ -50,7 +17,7 @@ const LOCAL = {
 
 function fleetOf(count: number, shared: MemoryStore, clock: Parameters<typeof limiter>[1]) {
   return Array.from({ length: count }, () => {
-    const store = new SwitchableStore(shared);
+    const store = new LosableStore(shared);
     return { store, limiter: limiter(store, clock, LOCAL) };
   });
 }
@@ -75,7 +42,7 @@ describe('the local failure policy follows the live fleet when it outgrows the d
     }
     // Redis goes away for the first: a fresh key is decided by the local policy, at a third.
     const { store, limiter: first } = fleet[0]!;
-    store.down = true;
+    store.lost = true;
     const decisions = [];
     for (let i = 0; i < 60; i++) decisions.push(await first.consume('outage'));
     expect(decisions.every((d) => d.tier === 'fallback' && d.policy === 'local')).toBe(true);
@@ -83,7 +50,7 @@ describe('the local failure policy follows the live fleet when it outgrows the d
     // While it is away, its count cannot change (its beats fail): still a third.
     for (let ms = 0; ms < 500; ms += 10) await advance(10);
     expect(fallbackOf(first)).toEqual({ capacity: 40, refillPerSecond: 20 });
-    store.down = false;
+    store.lost = false;
     // One closes and leaves the registry: the others count two, the declared floor.
     await fleet[2]!.limiter.close();
     for (let ms = 0; ms < 500; ms += 10) await advance(10);
@@ -116,16 +83,16 @@ describe('the local failure policy follows the live fleet when it outgrows the d
       return admitted;
     };
     // An outage of its own: 59 of the key's 60 local tokens spent.
-    first!.store.down = true;
+    first!.store.lost = true;
     expect(await spend(59)).toBe(59);
-    first!.store.down = false;
+    first!.store.lost = false;
     // Two more instances join; within 600 ms every instance has beaten twice: the fallback shrinks to 30.
     fleetOf(2, shared, clock);
     for (let ms = 0; ms < 600; ms += 10) await advance(10);
     expect(second!.limiter.stats().instances).toBe(4);
     expect(fallbackOf(first!.limiter)).toEqual({ capacity: 30, refillPerSecond: 15 });
     // Down again: the key has its 1 and at most 600 ms of refill at 30/s (18), not a new 30.
-    first!.store.down = true;
+    first!.store.lost = true;
     const admitted = await spend(40);
     expect(admitted).toBeGreaterThanOrEqual(1);
     expect(admitted).toBeLessThanOrEqual(19);
