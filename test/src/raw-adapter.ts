@@ -28,8 +28,5 @@ export function rawCommandAdapter(redis: Redis): RedisClientAdapter {
         }),
       );
     },
-    async del(keys: readonly string[]): Promise<void> {
-      await redis.call('DEL', ...keys);
-    },
   };
 }

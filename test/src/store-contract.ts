@@ -1,4 +1,11 @@
-import { defineLimit, type GlobalStore, type LimitSpec, perMinute } from '@tiered-limiter/core';
+import {
+  defineLimit,
+  type GlobalStore,
+  type LimitSpec,
+  MAX_CAPACITY,
+  MIN_REFILL_PER_SECOND,
+  perMinute,
+} from '@tiered-limiter/core';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { sleepUntil, stopwatch } from './real-time.js';
 
@@ -203,6 +210,35 @@ export function describeStoreContract(
       expect(await take(key, [slow], 1)).toMatchObject({ ok: false });
     });
 
+    it('debit never lifts a bucket already deeper in debt than a capacity (a take that borrowed ahead)', async () => {
+      const key = fresh('debit-deep');
+      // 10 a second, capacity 10: four takes of 10, each borrowing 3 s of refill, leave 30 in debt.
+      const fast = defineLimit({ capacity: 10, refillPerSecond: 10, name: 'fast' });
+      for (let i = 0; i < 4; i++) {
+        expect(await store.apply({ key, limits: [fast], take: 10, aheadMs: 3000 })).toMatchObject({
+          ok: true,
+        });
+      }
+      const clock = stopwatch();
+      const before = await peek(key, [fast]);
+      // 31 tokens to wait for, at 100 ms each: 3.1 s, less what refilled since the takes.
+      expect(before.retryAfterMs).toBeGreaterThan(2500);
+      const after = await store.apply({ key, limits: [fast], debit: 1 });
+      // A debit that lifted the debt to a capacity (10) would leave 1.1 s to wait.
+      expect(after.retryAfterMs).toBeGreaterThanOrEqual(before.retryAfterMs - clock() - 1);
+    });
+
+    it('a wait longer than 2^52 ms is capped there, alike on every store and client', async () => {
+      // The largest capacity at the slowest rate: refilling it all takes 10^18 ms.
+      const vast = defineLimit({
+        capacity: MAX_CAPACITY,
+        refillPerSecond: MIN_REFILL_PER_SECOND,
+        name: 'vast',
+      });
+      const drained = await take(fresh('vast'), [vast], MAX_CAPACITY);
+      expect(drained).toMatchObject({ ok: true, remaining: 0, resetMs: 2 ** 52 });
+    });
+
     it('reserve grants up to want, then what is left, then nothing with the wait for min', async () => {
       const key = fresh('reserve');
       const first = await reserve(key, [slow], 4, 1);
@@ -263,6 +299,17 @@ export function describeStoreContract(
       await take(key, [slow], 3);
       await store.reset(key, [slow]);
       expect(await peek(key, [slow])).toMatchObject({ remaining: 10, resetMs: 0 });
+    });
+
+    it('reset comes after the ops asked before it and before those asked after it, even unsent', async () => {
+      const key = fresh('reset-order');
+      const before = take(key, [slow], 5);
+      const reset = store.reset(key, [slow]);
+      const after = take(key, [slow], 2);
+      await Promise.all([before, reset, after]);
+      expect(await before).toMatchObject({ ok: true, remaining: 5 });
+      expect(await after).toMatchObject({ ok: true, remaining: 8 });
+      expect(await peek(key, [slow])).toMatchObject({ remaining: 8 });
     });
 
     it('takes from several limits all or nothing, and speaks of the one with fewest tokens', async () => {

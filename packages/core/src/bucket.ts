@@ -40,6 +40,13 @@ export function wholeTokens(tokens: number): number {
 }
 
 /**
+ * The longest wait any store replies, in ms (2^52, about 142,700 years): a billion tokens at the
+ * slowest rate take 10^18 ms, past the whole numbers a double holds, and node-redis reads some
+ * integer replies just under 2^53 one off. The Redis script caps its waits and TTLs at the same.
+ */
+export const MAX_WAIT_MS = 2 ** 52;
+
+/**
  * Milliseconds until the bucket holds `cost` tokens with no other traffic: 0 if it already
  * does, else a whole number from 1 up, rounded up so that retrying after it succeeds.
  */
@@ -53,7 +60,7 @@ export function msUntilTokens(tokens: number, cost: number, spec: LimitSpec): nu
   if (ms < 1) ms = 1;
   // The division and the refill's product round separately; check with the refill's own sum.
   if (!covers(tokens + ms * spec.refillPerMs, cost)) ms += 1;
-  return ms;
+  return ms > MAX_WAIT_MS ? MAX_WAIT_MS : ms;
 }
 
 /**

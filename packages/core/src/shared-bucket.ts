@@ -1,4 +1,4 @@
-import { covers, msUntilTokens, TOKEN_EPSILON, wholeTokens } from './bucket.js';
+import { covers, MAX_WAIT_MS, msUntilTokens, TOKEN_EPSILON, wholeTokens } from './bucket.js';
 import type { LimitSpec } from './limit.js';
 import type { BucketOp, BucketReply } from './store.js';
 import { isTighter } from './tightest.js';
@@ -107,13 +107,17 @@ export function msUntilShared(
     const room = spec.capacity - held;
     if (covers(room, need)) {
       const ms = msUntilTokens(tokens, need, spec);
-      if (at + ms * 1000 <= generation.releaseUs) return Math.ceil((at - nowUs) / 1000) + ms;
+      if (at + ms * 1000 <= generation.releaseUs) return capped(Math.ceil((at - nowUs) / 1000) + ms);
     }
     tokens = refillUnder(tokens, generation.releaseUs - at, spec, room);
     at = generation.releaseUs;
     held -= generation.count;
   }
-  return Math.ceil((at - nowUs) / 1000) + msUntilTokens(tokens, need, spec);
+  return capped(Math.ceil((at - nowUs) / 1000) + msUntilTokens(tokens, need, spec));
+}
+
+function capped(ms: number): number {
+  return ms > MAX_WAIT_MS ? MAX_WAIT_MS : ms;
 }
 
 /** Hands `returned` tokens of `generationId` back and accounts `spent` of them as used. */
@@ -174,7 +178,11 @@ export function applyBucketOp(
       const room = capacity - heldTokens(state);
       if (state.tokens < room) state.tokens = state.tokens + credit < room ? state.tokens + credit : room;
     }
-    if (debit > 0) state.tokens = state.tokens - debit > -capacity ? state.tokens - debit : -capacity;
+    // Into debt at most a capacity deep by debits, and never back up: a bucket already deeper (a
+    // take or lease that borrowed `aheadMs` of refill) stays where it is.
+    if (debit > 0 && state.tokens > -capacity) {
+      state.tokens = state.tokens - debit > -capacity ? state.tokens - debit : -capacity;
+    }
   }
 
   // What each limit may lend ahead of its refill (`op.aheadMs`), in tokens.

@@ -33,7 +33,8 @@ export interface ReserveRequest {
 /**
  * One atomic step on the buckets of one key, every limit all-or-nothing, in this order: bring
  * the buckets to the store's clock (releasing due generations), apply `reports`, add `credit`,
- * take `debit` regardless (the bucket may go into debt, at most its capacity deep), then
+ * take `debit` regardless (the bucket may go into debt, at most its capacity deep; one already
+ * deeper, from a take or lease that borrowed `aheadMs`, stays where it is: a debit never lifts it), then
  * `take` (all or nothing) or `reserve` (a lease). An op with none of them is a peek.
  * `cost`-like numbers are whole and already checked by the caller.
  */
@@ -46,7 +47,7 @@ export interface BucketOp {
   readonly reports?: readonly LeaseReport[] | undefined;
   /** Tokens to give back (never past the room: capacity less what is on lease). */
   readonly credit?: number | undefined;
-  /** Tokens to take regardless of what is there. */
+  /** Tokens to take regardless of what is there (into debt at most a capacity deep; never lifting a deeper debt). */
   readonly debit?: number | undefined;
   /** Tokens to take from every limit if all have them, else none. */
   readonly take?: number | undefined;

@@ -15,7 +15,9 @@ ARGV[1]      every number below, as one JSON array (a number per ARGV cost Redis
              then per entry, in this order:
                set                        which limit set (1-based) it runs on
                flags                      which fields follow: 1 take, 2 reserve, 4 credit, 8 debit,
-                                          16 aheadMs, 32 reports (a field left out is 0)
+                                          16 aheadMs, 32 reports (a field left out is 0); or 64
+                                          alone, a reset: the key's buckets become full with
+                                          nothing on lease (so no key), and no field follows
                take                       tokens to take all-or-nothing
                want, min, holdMs          a lease to reserve, held holdMs ms
                credit, debit              tokens to give back / to take regardless
@@ -34,7 +36,8 @@ Reply        7 integers per entry, in order:
                resetMs      ms until that limit is full with nothing on lease
                limitIndex   0-based index of that limit (core's isTighter: longest wait, fewest
                             tokens, longest until full, first listed)
-             A heartbeat entry replies 1, the number of live instances, then five zeros.
+             A heartbeat entry replies 1, the number of live instances, then five zeros; a reset
+             entry 1, 0, 0, the first limit's capacity, then three zeros.
 
 Arithmetic, clock, storage and expiry: bucket.lua.
 ]]
@@ -129,6 +132,20 @@ local function plain_take(st, cap, rate, need, ahead_ms)
   reply[base + 7] = 0
 end
 
+-- A reset: in the call's order, so ops sent before it count and ops after it find a full bucket.
+local function reset_entry(set)
+  for i = 1, set.n do
+    local st = load(KEYS[at_key])
+    at_key = at_key + 1
+    st.t, st.at, st.held, st.full = set.caps[i], now, {}, 0
+    st.cap, st.rate, st.dirty = set.caps[i], set.rates[i], true
+  end
+  at_arg = at_arg + 2
+  local base = #reply
+  reply[base + 1], reply[base + 2], reply[base + 3], reply[base + 4] = 1, 0, 0, set.caps[1]
+  for j = 5, 7 do reply[base + j] = 0 end
+end
+
 local function apply_entry(set, flags)
   local n, caps, rates = set.n, set.caps, set.rates
   at_arg = at_arg + 2
@@ -170,7 +187,9 @@ local function apply_entry(set, flags)
           if st.t + credit < room then st.t = st.t + credit else st.t = room end
         end
       end
-      if debit > 0 then
+      -- Never back up: a bucket already deeper than a capacity (a take or lease that borrowed
+      -- aheadMs of refill) stays where it is.
+      if debit > 0 and st.t > -cap then
         if st.t - debit > -cap then st.t = st.t - debit else st.t = -cap end
       end
       st.dirty = true
@@ -261,6 +280,8 @@ for e = 1, args[1] do
       if flags == 17 then ahead_ms, width = args[at_arg + 3], 4 end
       plain_take(st, set.caps[1], set.rates[1], args[at_arg + 2], ahead_ms)
       at_key, at_arg = at_key + 1, at_arg + width
+    elseif flags == 64 then
+      reset_entry(set)
     else
       apply_entry(set, flags)
     end

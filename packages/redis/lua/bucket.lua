@@ -29,7 +29,7 @@ redis.replicate_commands() -- Redis < 5 needs it to write after TIME; a no-op si
 
 local EPSILON = 1e-9 -- core's TOKEN_EPSILON
 local TTL_MARGIN_MS = 50 -- KEY_TTL_MARGIN_MS of src/keys.ts, which says why; a test keeps them equal
-local MAX_MS = 9007199254740991 -- 2^53 - 1: keeps replies and PEXPIRE whole and in range
+local MAX_MS = 4503599627370496 -- 2^52, core's MAX_WAIT_MS: replies every client reads exactly, PEXPIRE in range
 
 local floor, ceil, match, gmatch, byte = math.floor, math.ceil, string.match, string.gmatch, string.byte
 local pack, unpack_at = struct.pack, struct.unpack

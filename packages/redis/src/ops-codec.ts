@@ -10,10 +10,12 @@ export interface EncodableOp {
   readonly keys: readonly string[];
   /** Set instead of a bucket op: register `instance` in the fleet set `keys[0]` for `ttlMs`. */
   readonly heartbeat?: { readonly instance: string; readonly ttlMs: number } | undefined;
+  /** Set instead of the op's fields: the key's buckets become full, nothing on lease (`reset`). */
+  readonly reset?: true | undefined;
 }
 
 /** Which optional fields an entry carries, in this order after its flags (`apply.lua` reads the same bits). */
-const FLAG = { take: 1, reserve: 2, credit: 4, debit: 8, ahead: 16, reports: 32 } as const;
+const FLAG = { take: 1, reserve: 2, credit: 4, debit: 8, ahead: 16, reports: 32, reset: 64 } as const;
 
 /**
  * The arguments of one `apply.lua` call for `batch`: `numkeys, KEYS…`, then every number in the
@@ -33,7 +35,7 @@ export function encodeOps(batch: readonly EncodableOp[], keepAfterFullMs: number
   const sets = new Map<BucketOp['limits'], number>();
   const entries: number[] = [];
   const instances: string[] = [];
-  for (const { op, heartbeat } of batch) {
+  for (const { op, heartbeat, reset } of batch) {
     if (heartbeat !== undefined) {
       instances.push(heartbeat.instance);
       entries.push(0, instances.length, heartbeat.ttlMs);
@@ -43,6 +45,10 @@ export function encodeOps(batch: readonly EncodableOp[], keepAfterFullMs: number
     if (set === undefined) {
       set = sets.size + 1;
       sets.set(op.limits, set);
+    }
+    if (reset) {
+      entries.push(set, FLAG.reset);
+      continue;
     }
     const { take, reserve, credit, debit, aheadMs, reports } = op;
     const flags =

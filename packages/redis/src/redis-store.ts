@@ -65,7 +65,7 @@ export interface RedisStoreOptions {
   keepAfterFullMs?: number;
 }
 
-type Op = Pending<BucketOp, BucketReply> & Pick<EncodableOp, 'heartbeat'>;
+type Op = Pending<BucketOp, BucketReply> & Pick<EncodableOp, 'heartbeat' | 'reset'>;
 
 /** Errors with which Redis refuses a call without running it: the slot is elsewhere or moving. */
 const REDIRECTED = /^(MOVED|ASK|TRYAGAIN) /;
@@ -206,10 +206,25 @@ export class RedisStore implements GlobalStore {
     });
   }
 
-  /** Deletes `key`'s bucket keys: its next op finds them full. */
+  /**
+   * Makes `key`'s buckets full with nothing on lease (so they are no keys): its next op finds them
+   * full. It is an entry of the coalesced calls like any op, so an op submitted before it (a
+   * `consume` not yet sent) counts before the reset rather than after it.
+   */
   reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
-    return this.#client.del(bucketKeys(this.#prefix, key, limits, this.#shards)).catch((error: unknown) => {
-      throw failure('reset', error);
+    const keys = bucketKeys(this.#prefix, key, limits, this.#shards);
+    const slot = this.#client.isCluster ? calculateSlot(keys[0]!) : 0;
+    return new Promise<void>((resolve, reject) => {
+      const pending: Op = {
+        op: { key, limits },
+        keys,
+        slot,
+        background: false,
+        reset: true,
+        resolve: () => resolve(),
+        reject,
+      };
+      this.#coalescer.submit(this.#client.nodeOf(slot), pending);
     });
   }
 

@@ -1,4 +1,4 @@
-import { ConfigError, defineLimit } from '@tiered-limiter/core';
+import { ConfigError, defineLimit, internal } from '@tiered-limiter/core';
 import {
   assertPrefix,
   bucketKey,
@@ -173,6 +173,12 @@ describe('assertPrefix', () => {
       expect(() => assertPrefix(prefix)).toThrow(ConfigError);
     }
     expect(() => assertPrefix('a{b')).toThrow(/Expected `prefix` to be 1 to 64 characters/);
+  });
+});
+
+describe('MAX_WAIT_MS', () => {
+  it("is the script's cap on a wait", () => {
+    expect(bucketLua).toMatch(new RegExp(`local MAX_MS = ${internal.MAX_WAIT_MS} `));
   });
 });
 

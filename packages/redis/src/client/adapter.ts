@@ -40,8 +40,6 @@ export interface RedisClientAdapter {
    * got. Rejects only when none of them could be sent.
    */
   evalScript(script: LuaScript, calls: readonly ScriptCall[]): Promise<unknown[]>;
-  /** Deletes `keys` (all in one slot). */
-  del(keys: readonly string[]): Promise<void>;
 }
 
 /** What `RedisStore`'s `redis` option takes: a client it recognises, or an adapter. */
@@ -67,7 +65,7 @@ export function adapterFor(client: unknown): RedisClientAdapter {
 
 function isAdapter(value: object): value is RedisClientAdapter {
   const a = value as Partial<RedisClientAdapter>;
-  return typeof a.evalScript === 'function' && typeof a.nodeOf === 'function' && typeof a.del === 'function';
+  return typeof a.evalScript === 'function' && typeof a.nodeOf === 'function';
 }
 
 /** The error `value` is, or one saying what it was. */

@@ -12,7 +12,6 @@ interface IoredisLike {
   pipeline(): {
     exec(): Promise<[Error | null, unknown][] | null>;
   } & Record<string, unknown>;
-  del(...keys: string[]): Promise<number>;
   readonly isCluster?: boolean;
   readonly slots?: readonly (readonly string[] | undefined)[];
 }
@@ -65,9 +64,6 @@ export function ioredisAdapter(client: IoredisLike): RedisClientAdapter {
         const [error, reply] = results?.[i] ?? [new Error('no reply in the pipeline'), undefined];
         return error ?? reply;
       });
-    },
-    async del(keys: readonly string[]): Promise<void> {
-      await client.del(...keys);
     },
   };
 }

@@ -69,8 +69,5 @@ export function nodeRedisAdapter(client: NodeRedisLike): RedisClientAdapter {
     isCluster: cluster !== undefined,
     nodeOf: (slot) => (cluster ? (cluster.slots[slot]?.master.address ?? `slot:${slot}`) : ''),
     evalScript: (script, calls) => Promise.all(calls.map((call) => run(script, call).catch(asError))),
-    async del(keys: readonly string[]): Promise<void> {
-      await send(keys[0] ?? '', ['DEL', ...keys]);
-    },
   };
 }
