@@ -144,6 +144,8 @@ describe('a fleet of 8 processes on real Redis: one hot key and 50 others, all a
           coldStart: { mode: 'optimistic', credit: OPTIMISTIC.credit, spacingMs: OPTIMISTIC.spacingMs },
         }),
       ),
+      // Running for a spacing before the traffic, so that each gives credit from its first request.
+      { idleBeforeMs: OPTIMISTIC.spacingMs + 200 },
     );
     const bound = optimisticBound(CAPACITY, RATE, OPTIMISTIC, syncPeriodOf(reports) + STAMP_SLACK_MS);
     const check = checkKeys(reports, bound, OPTIMISTIC.spacingMs);

@@ -46,6 +46,8 @@ describe('optimistic cold start on a coalescing RedisStore', () => {
     const store = await storeOnRedis();
     const exact = limiter(store);
     const optimistic = limiter(store, { coldStart: { mode: 'optimistic', credit: 1 } });
+    // It gives credit from a spacing into its life on: max(lease 1 s, N·c ÷ r 200 ms).
+    await new Promise((resolve) => setTimeout(resolve, 1000));
     const before = store.stats();
 
     // One turn, as a server's: a take for a key the exact limiter has not seen, credit for three
@@ -79,7 +81,8 @@ describe('optimistic cold start in a fleet past its declared size, on Redis', ()
     const prefix = uniquePrefix('past-declared');
     const options = { instances: 2, sync: {}, coldStart: { mode: 'optimistic', credit: 1 } } as const;
     const first = limiter(await storeOnRedis(prefix), options);
-    // Its first heartbeat, sent as it was made, counts one instance: credit once it is answered.
+    // Its first heartbeat, sent as it was made, counts one instance: credit a spacing (200 ms:
+    // N·c ÷ r) after it is answered.
     let credited: Decision | undefined;
     await until(() => {
       credited = first.tryConsume('a');

@@ -153,7 +153,13 @@ export async function measureAccuracy(task: AccuracyTask, context: RunContext): 
   };
   const before = await target.commandStats();
   const watch = watchHealth(target.probe);
-  const reports = await runFleet(Array.from({ length: task.processes }, () => orders));
+  // An optimistic fleet runs idle for a spacing first: credit starts a spacing into a limiter's life,
+  // and a service's traffic meets limiters that have been running.
+  const idleBeforeMs = task.mode === 'optimistic' ? SPACING_MS + 200 : 0;
+  const reports = await runFleet(
+    Array.from({ length: task.processes }, () => orders),
+    { idleBeforeMs },
+  );
   const health = await watch.stop();
   const redis = commandDelta(before, await target.commandStats());
 

@@ -93,6 +93,12 @@ export interface RunFleetOptions {
   readonly graceMs?: number;
   /** Called with the common start (`Date.now()` ms) once every worker is ready: to time readings during the run. */
   readonly onStart?: (startAt: number) => void;
+  /**
+   * How long the limiters run idle once every worker is ready, before the traffic starts: a
+   * fleet that has been running, not one just made (optimistic cold start gives credit only a
+   * spacing into an instance's life). @default 0
+   */
+  readonly idleBeforeMs?: number;
 }
 
 type WorkerMessage = { readonly type: 'ready' } | { readonly type: 'report'; readonly report: FleetReport };
@@ -144,13 +150,14 @@ export async function runFleet(
       reports.push(message('report', (m) => (m as { report: FleetReport }).report));
     }
     await withTimeout(Promise.all(ready), READY_TIMEOUT_MS, 'fleet workers not ready');
-    const startAt = Date.now() + START_DELAY_MS;
+    const delayMs = START_DELAY_MS + (options.idleBeforeMs ?? 0);
+    const startAt = Date.now() + delayMs;
     for (const child of children) child.send({ type: 'start', startAt });
     options.onStart?.(startAt);
     const longest = Math.max(...orders.map((o) => o.durationMs));
     return await withTimeout(
       Promise.all(reports),
-      START_DELAY_MS + longest + graceMs,
+      delayMs + longest + graceMs,
       'fleet workers did not report',
     );
   } finally {

@@ -237,7 +237,10 @@ describe('TieredLimiter optimistic cold start', () => {
     const store = new MemoryStore({ clock });
     const first = limiter(store, clock, fleetOf2);
     await settle();
-    // Its first heartbeat, sent as it was made, counted one instance: credit at once.
+    // Its first heartbeat, sent as it was made, counted one instance: credit a spacing later
+    // (max(lease 173 ms, N·c ÷ r 20 ms)), not before.
+    expect(first.tryConsume('early')).toBeUndefined();
+    for (let ms = 0; ms < 180; ms += 10) await advance(10);
     expect(first.tryConsume('a')).toMatchObject({ allowed: true, tier: 'local' });
     const second = limiter(store, clock, fleetOf2);
     const third = limiter(store, clock, fleetOf2);
@@ -267,13 +270,18 @@ describe('TieredLimiter optimistic cold start', () => {
     const store = new MemoryStore({ clock });
     const l = limiter(store, clock, fleetOf2);
     await settle();
+    for (let ms = 0; ms < 180; ms += 10) await advance(10);
     expect(l.tryConsume('a')).toMatchObject({ tier: 'local' });
-    // Time passes with no timer run: the registration (3 × 111 ms + 1 s, from 0) has lapsed, unrenewed.
-    clock.advance(1333);
+    // Time passes with no timer run: the registration (3 × 111 ms + 1 s, from its one beat at 0)
+    // has lapsed, unrenewed.
+    clock.advance(1400);
     expect(l.tryConsume('b')).toBeUndefined();
-    // The held-up tick (its timer's 111 ms had not run) beats again: credit once more.
+    // Its timer runs again and it beats (within two periods): the fleet is known again from that
+    // answer, and credit comes a spacing (173 ms) after it, as for an instance just made.
     await advance(120);
-    expect(l.tryConsume('c')).toMatchObject({ tier: 'local' });
+    expect(l.tryConsume('c')).toBeUndefined();
+    for (let ms = 0; ms < 400; ms += 10) await advance(10);
+    expect(l.tryConsume('d')).toMatchObject({ tier: 'local' });
   });
 
   it('admits a key it has no state for at once, and charges it to the store in the same tick', async () => {
@@ -286,6 +294,8 @@ describe('TieredLimiter optimistic cold start', () => {
       sync: false,
       coldStart: { mode: 'optimistic', credit: 2 },
     });
+    // An instance gives credit from a spacing (max(lease 1 s, N·c ÷ r 40 ms)) into its life on.
+    clock.advance(1000);
     const first = l.tryConsume('new', 2);
     expect(first).toMatchObject({ allowed: true, tier: 'local' });
     await settle();
@@ -296,12 +306,17 @@ describe('TieredLimiter optimistic cold start', () => {
     expect(l.stats().tokensOptimistic).toBe(2);
   });
 
-  /** A limiter with optimistic cold start (credit 1, 2 instances, leases on demand) on a counting store, at 0 ms. */
+  /**
+   * A limiter with optimistic cold start (credit 1, 2 instances, leases on demand) on a counting
+   * store, made a spacing (1 s: the lease's lifetime) ago, so that it gives credit.
+   */
   function optimistic(options: Partial<TieredLimiterOptions> = {}) {
     const clock = new FakeClock(0);
     const store = new CountingStore(new MemoryStore({ clock }));
     const coldStart = { mode: 'optimistic' as const, credit: 1 };
-    return { clock, store, l: limiter(store, clock, { instances: 2, sync: false, coldStart, ...options }) };
+    const l = limiter(store, clock, { instances: 2, sync: false, coldStart, ...options });
+    clock.advance(1000);
+    return { clock, store, l };
   }
 
   it('admits 100,000 new keys within one spacing on credit while the store keeps up with the charges', async () => {
@@ -353,7 +368,7 @@ describe('TieredLimiter optimistic cold start', () => {
       coldStart: { mode: 'optimistic', credit: 1, spacingMs: 1000 },
     });
     expect(l.tryConsume('a')).toMatchObject({ tier: 'local' });
-    expect(l.tryConsume('b')).toMatchObject({ tier: 'local' }); // evicts a, started at 0
+    expect(l.tryConsume('b')).toMatchObject({ tier: 'local' }); // evicts a, started now
     await settle();
     clock.advance(998);
     expect(l.tryConsume('a')).toBeUndefined(); // no lease, but started 998 ms ago: the exact way

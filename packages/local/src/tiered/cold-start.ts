@@ -16,22 +16,29 @@ export class ColdStart {
   readonly credit: number;
   readonly #spacingMs: number;
   readonly #lastUse = new Float64Array(SLOTS).fill(Number.NEGATIVE_INFINITY);
-  /** Whether the fleet is known to be within the declared instances at a time (`Syncer.withinDeclared`). */
-  readonly #fleetWithinDeclared: (nowMs: number) => boolean;
+  /**
+   * Since when the fleet has been known, unbroken, to be within the declared instances
+   * (`FleetRegistry.creditSince`), or `undefined` when it is not now.
+   */
+  readonly #creditSince: (nowMs: number) => number | undefined;
 
-  constructor(config: ColdStartConfig, fleetWithinDeclared: (nowMs: number) => boolean) {
+  constructor(config: ColdStartConfig, creditSince: (nowMs: number) => number | undefined) {
     this.credit = config.credit;
     this.#spacingMs = config.spacingMs;
-    this.#fleetWithinDeclared = fleetWithinDeclared;
+    this.#creditSince = creditSince;
   }
 
   /**
    * Whether `key`, which has no lease here, may start optimistically at `nowMs`: its spacing is
-   * over, and the fleet is known to be no larger than declared. The bound's `N·credit` counts the
-   * declared instances; an autoscaled fleet past them would add a credit per instance more.
+   * over, and the fleet has been known to be no larger than declared for a spacing at least. The
+   * bound's `N·credit` counts the declared instances; an autoscaled fleet past them would add a
+   * credit per instance more, and an instance that took over from one that had just given credit
+   * (a restart) would give the key a second credit within the spacing.
    */
   mayStart(key: string, nowMs: number): boolean {
-    return nowMs - this.#lastUse[slotOf(key)]! >= this.#spacingMs && this.#fleetWithinDeclared(nowMs);
+    if (nowMs - this.#lastUse[slotOf(key)]! < this.#spacingMs) return false;
+    const since = this.#creditSince(nowMs);
+    return since !== undefined && nowMs - since >= this.#spacingMs;
   }
 
   /** `key`'s lease leaves the table at `nowMs`: a start within the spacing is remembered by slot. */

@@ -26,10 +26,11 @@ export interface ColdStartOptions {
    * once, in process, and charges them to the key at the end of the event loop's turn, with the
    * turn's other charges (the bucket may go into debt): a cold key costs no wait, and the fleet's
    * bound grows by `N·credit·(1 + ⌊W / spacingMs⌋)`, `N` the declared `instances`. With the
-   * periodic sync, credit is given only while the fleet registry's live count, from this instance's
-   * last answered heartbeat, is within `N` (a fleet scaled past it goes the exact way until it is
-   * back). While 64 charges wait to be answered, a new key goes the exact way, so that a burst of
-   * new keys cannot queue charges ahead of requests.
+   * periodic sync, credit is given only once the fleet registry's live count, from this instance's
+   * answered heartbeats, has been within `N` for a spacing, unbroken (a fleet scaled past it goes
+   * the exact way until it is back; an instance that replaced another waits a spacing); without
+   * it, from a spacing after the limiter was made. While 64 charges wait to be answered, a new key
+   * goes the exact way, so that a burst of new keys cannot queue charges ahead of requests.
    * @default 'exact'
    */
   mode: 'exact' | 'optimistic';

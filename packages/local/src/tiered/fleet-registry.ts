@@ -1,4 +1,4 @@
-import type { GlobalStore } from '@tiered-limiter/core';
+import type { Clock, GlobalStore } from '@tiered-limiter/core';
 
 /**
  * How often an instance that holds no key and owes nothing tells the store it is alive, at most:
@@ -10,21 +10,28 @@ export const IDLE_BEAT_MS = 250;
 /**
  * This instance's place in the store's fleet registry: its heartbeats, the live count they read,
  * how long that count holds, and its leave on `close()`. The periodic sync sizes its period and
- * fair shares by `instances`; optimistic cold start gives credit only `withinDeclared`.
+ * fair shares by `instances`; optimistic cold start gives credit only a spacing into a run of
+ * `creditSince`.
  */
 export class FleetRegistry {
   readonly #store: GlobalStore;
   readonly #instanceId: string;
   readonly #declared: number | undefined;
+  readonly #clock: Clock;
+  readonly #madeAtMs: number;
   #live: number | undefined;
+  /** When the current unbroken stretch within the declared fleet began (an answer's arrival). */
+  #withinFromMs: number | undefined;
   #lastBeatAtMs = Number.NEGATIVE_INFINITY;
   /** Until when the live count holds: the last answered beat's send time plus the registration's life. */
   #liveUntilMs = Number.NEGATIVE_INFINITY;
 
-  constructor(store: GlobalStore, instanceId: string, declared: number | undefined) {
+  constructor(store: GlobalStore, instanceId: string, declared: number | undefined, clock: Clock) {
     this.#store = store;
     this.#instanceId = instanceId;
     this.#declared = declared;
+    this.#clock = clock;
+    this.#madeAtMs = clock.now();
   }
 
   /** The fleet size in force: the live count the store reports, never below the declared one. */
@@ -33,16 +40,30 @@ export class FleetRegistry {
   }
 
   /**
-   * Whether the fleet is known to be no larger than the declared `instances` at `nowMs`: the last
-   * answered heartbeat counted no more, and this instance's registration from it still holds (a
-   * process stalled past it may have been replaced meanwhile). Optimistic cold start's bound counts
-   * the declared instances, so it gives credit only then. True when there is nothing to learn: no
-   * declared size, or a store that keeps no registry.
+   * Since when, unbroken, the fleet has been known to be no larger than the declared `instances`,
+   * as of `nowMs`; `undefined` when it is not now. Known means: the last answered heartbeat counted
+   * no more, and this instance's registration from it still holds (a process stalled past it may
+   * have been replaced meanwhile); unbroken means every answer since came while the one before
+   * still held and counted no more. With nothing to learn (no declared size, a store that keeps no
+   * registry) it is since the limiter was made. Optimistic cold start gives credit only a spacing
+   * into such a stretch: at most `N` instances are in one at any moment, so a chain of them that
+   * replace one another (a restart, a rolling deploy) credits a key at most once a spacing, as one
+   * instance would (docs/ACCURACY.md).
    */
-  withinDeclared(nowMs: number): boolean {
+  creditSince(nowMs: number): number | undefined {
     const declared = this.#declared;
-    if (declared === undefined || this.#store.heartbeat === undefined) return true;
-    return this.#live !== undefined && this.#live <= declared && nowMs < this.#liveUntilMs;
+    if (declared === undefined || this.#store.heartbeat === undefined) return this.#madeAtMs;
+    return this.#within(nowMs) ? this.#withinFromMs : undefined;
+  }
+
+  #within(nowMs: number): boolean {
+    const declared = this.#declared;
+    return (
+      declared !== undefined &&
+      this.#live !== undefined &&
+      this.#live <= declared &&
+      nowMs < this.#liveUntilMs
+    );
   }
 
   /**
@@ -61,8 +82,15 @@ export class FleetRegistry {
     } catch {
       return undefined;
     }
+    // A stretch within the declared fleet goes on only if the last answer still held when this
+    // one came (the registration never lapsed in between) and counted no more; it begins anew at
+    // an answer that ends a gap, and ends at one that counts more.
+    const answeredAtMs = this.#clock.now();
+    const unbroken = this.#within(answeredAtMs);
     // From the send, not the answer: the store registered this instance no earlier.
     this.#liveUntilMs = nowMs + ttlMs;
+    if (this.#declared !== undefined && live > this.#declared) this.#withinFromMs = undefined;
+    else if (!unbroken || this.#withinFromMs === undefined) this.#withinFromMs = answeredAtMs;
     if (live === this.#live) return undefined;
     this.#live = live;
     return live;

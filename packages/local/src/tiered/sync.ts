@@ -1,4 +1,4 @@
-import type { GlobalStore } from '@tiered-limiter/core';
+import type { Clock, GlobalStore } from '@tiered-limiter/core';
 import { OPS_PER_CALL, syncPeriodMs } from './fleet-options.js';
 import { FleetRegistry } from './fleet-registry.js';
 import { handBackExpiring, type Lease } from './lease.js';
@@ -49,12 +49,13 @@ export class Syncer {
     store: GlobalStore,
     budget: number,
     instanceId: string,
+    clock: Clock,
   ) {
     this.#config = config;
     this.#refiller = refiller;
     this.#store = store;
     this.#budget = budget;
-    this.fleet = new FleetRegistry(store, instanceId, config.instances);
+    this.fleet = new FleetRegistry(store, instanceId, config.instances, clock);
     this.#periodMs = 0;
     this.#retime();
   }

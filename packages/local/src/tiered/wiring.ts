@@ -73,7 +73,7 @@ export function wireTiered(
   const syncer =
     config.sync === undefined
       ? undefined
-      : new Syncer(config, refiller, store.store, config.sync.budget, config.instanceId);
+      : new Syncer(config, refiller, store.store, config.sync.budget, config.instanceId, clock);
   const onFleet = (live: number) => {
     store.fleetSize(live);
     if (config.instances !== undefined && live > config.instances)
@@ -101,12 +101,12 @@ export function wireTiered(
     return lease;
   };
   const keyParts = { store, book, leases, clock, refiller, limits: limitsNow, leaseFor };
+  const madeAtMs = clock.now();
   const coldStart =
     config.coldStart === undefined
       ? undefined
-      : new ColdStart(
-          config.coldStart,
-          (nowMs) => syncer === undefined || syncer.fleet.withinDeclared(nowMs),
+      : new ColdStart(config.coldStart, (nowMs) =>
+          syncer === undefined ? madeAtMs : syncer.fleet.creditSince(nowMs),
         );
   // Credit waits for the fleet's size: a first heartbeat now, not a period from now.
   if (coldStart !== undefined) book.beat();
