@@ -48,7 +48,11 @@ export interface Limiter {
   penalty(key: string, tokens: number): Promise<boolean>;
   /** Denies `key` for `ms` milliseconds, decided in process with no store call. */
   block(key: string, ms: number): void;
-  /** Replaces the limits; every key keeps its state (tokens clamped to the new capacity). */
+  /**
+   * Replaces the limits. A limit that keeps its name keeps every key's state (tokens cut to the
+   * new capacity); a new name starts full, as buckets are kept by name. An unnamed limit is named
+   * by its numbers (`perSecond(100)` is `100ps`), so name the limits you will change.
+   */
   setLimits(limits: LimitSpec | readonly LimitSpec[]): void;
   /** Counters since the limiter was made. */
   stats(): LimiterStats;

@@ -187,7 +187,10 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     this.#blocked.block(key, assertBlockMs(ms));
   }
 
-  /** Replaces the limits; each key's buckets keep their tokens (cut to a lower capacity). */
+  /**
+   * Replaces the limits. A limit that keeps its name keeps each key's buckets, global and fallback
+   * (cut to a lower capacity); a new name (an unnamed limit is named by its numbers) starts full.
+   */
   setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
     const next = assertLimits('limits', limits);
     this.#store.setLimits(next);

@@ -165,6 +165,20 @@ describe.each(Object.keys(LIMITERS) as (keyof typeof LIMITERS)[])('%s while the 
     expect((await consumeMany(limiter, 'k', 10)).admitted).toBe(1);
   });
 
+  it('local policy: setLimits during the outage keeps what each key spent, divided as before', async () => {
+    const limiter = make(kind, LOCAL);
+    store.mode = 'refuse';
+    expect((await consumeMany(limiter, 'k', 30)).admitted).toBe(25);
+    // A configuration reloaded mid-outage, the same limit: no fresh local bucket of 25.
+    limiter.setLimits(defineLimit({ capacity: 100, refillPerSecond: 10 }));
+    expect((await consumeMany(limiter, 'k', 30)).admitted).toBe(0);
+    // A lower capacity cuts to it, divided by 4 as well: 60 ÷ 4 = 15 at once for a fresh key.
+    limiter.setLimits(defineLimit({ capacity: 60, refillPerSecond: 10, name: '100-10ps' }));
+    expect(limiter.fallbackLimits?.[0]?.capacity).toBe(15);
+    expect((await consumeMany(limiter, 'k', 30)).admitted).toBe(0);
+    expect((await consumeMany(limiter, 'other', 30)).admitted).toBe(15);
+  });
+
   it('half-open breaker: one probe reaches the store, the requests beside it get the policy, and its answer closes the breaker', async () => {
     const limiter = await openedBreaker(kind, 'closed');
     await advance(100);

@@ -58,14 +58,14 @@ export interface FailurePolicyOptions {
 export class FailurePolicyDecider {
   /** The declared policy. */
   readonly policy: FailurePolicy;
-  readonly #limit: LimitSpec;
+  #limit: LimitSpec;
   readonly #closedRetryAfterMs: number;
   readonly #local: LocalLimiter | undefined;
   #localMaxCost: number;
   /** What a denial of a cost the local buckets can never hold names: the local limit that refuses it. */
   #localLimit: LimitSpec | undefined;
   /** The global limits, which the `local` policy divides (kept to divide them again). */
-  readonly #limits: readonly LimitSpec[];
+  #limits: readonly LimitSpec[];
   /** The declared divisor of the `local` policy, `undefined` when it has limits of its own. */
   readonly #declaredInstances: number | undefined;
   /** What the local limits are divided by now: the declared instances, or more live ones. */
@@ -108,6 +108,19 @@ export class FailurePolicyDecider {
     if (instances === this.#instances) return;
     this.#instances = instances;
     this.#local!.setLimits(divideLimits(this.#limits, instances));
+    this.#sized();
+  }
+
+  /**
+   * The limiter's new limits (`setLimits`): the `local` policy divides them as it divided the old
+   * ones, and its keys keep their tokens (a limit of the same name, cut to a lower capacity), so a
+   * configuration reloaded during an outage does not hand every key a full local bucket again.
+   */
+  setLimits(limits: readonly LimitSpec[]): void {
+    this.#limits = limits;
+    this.#limit = tightestWhenFull(limits);
+    if (this.#instances === undefined) return;
+    this.#local!.setLimits(divideLimits(limits, this.#instances));
     this.#sized();
   }
 

@@ -46,11 +46,7 @@ export class GuardedStore {
   readonly guard: StoreGuard;
   readonly shadow: boolean;
   readonly counts: DecisionCounts = { lease: 0, global: 0, fallback: 0, local: 0, allowed: 0, denied: 0 };
-  readonly #options: StoreLimiterOptions;
-  readonly #clock: Clock;
-  #policy: FailurePolicyDecider;
-  /** The live fleet's size as last reported (`fleetSize`), kept for the policy `setLimits` makes. */
-  #live: number | undefined;
+  readonly #policy: FailurePolicyDecider;
 
   constructor(
     options: StoreLimiterOptions,
@@ -60,8 +56,6 @@ export class GuardedStore {
   ) {
     this.store = assertStore(options.store);
     this.shadow = options.shadow === undefined ? false : assertBoolean('shadow', options.shadow);
-    this.#options = options;
-    this.#clock = clock;
     this.#policy = new FailurePolicyDecider(options, limits, clock);
     this.guard = new StoreGuard({ ...options, clock });
     this.guard.relayTo(events);
@@ -72,15 +66,13 @@ export class GuardedStore {
     return this.#policy;
   }
 
-  /** Rebuilds the failure policy for new limits (its local fallback is sized from them). */
+  /** Gives the failure policy new limits (its local fallback is sized from them; keys keep their tokens). */
   setLimits(limits: readonly LimitSpec[]): void {
-    this.#policy = new FailurePolicyDecider(this.#options, limits, this.#clock);
-    if (this.#live !== undefined) this.#policy.fleetSize(this.#live);
+    this.#policy.setLimits(limits);
   }
 
   /** The live fleet's size, for a `local` policy that divides the limits (`FailurePolicyDecider.fleetSize`). */
   fleetSize(live: number): void {
-    this.#live = live;
     this.#policy.fleetSize(live);
   }
 

@@ -221,7 +221,11 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     this.#parts.admin.block(key, ms);
   }
 
-  /** Replaces the limits; keys keep their state, leased tokens go back, the next leases follow. */
+  /**
+   * Replaces the limits; leased tokens go back and the next leases follow. A limit that keeps its
+   * name keeps each key's global and fallback buckets (cut to a lower capacity); a new name (an
+   * unnamed limit is named by its numbers) starts full.
+   */
   setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
     const next = assertLimits('limits', limits);
     this.#parts.store.setLimits(next);
