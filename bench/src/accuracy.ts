@@ -254,7 +254,8 @@ export const accuracySection: Section<AccuracyTask, AccuracyRow> = {
       'the decisions on the hot key, the other half on 50 keys in turn (each of them at its limit too).',
     '**Modes**: `TieredLimiter` is the default (the periodic sync, exact cold start, `failurePolicy: closed`); ' +
       `\`(optimistic)\` adds \`coldStart: { mode: 'optimistic', credit: ${CREDIT}, spacingMs: ${SPACING_MS} }\` ` +
-      '(with `failurePolicy: open`: a hard cap admits nothing unasked); `(sync: false)` refills leases on demand, ' +
+      '(with `failurePolicy: open`: a hard cap admits nothing unasked; its fleet runs idle for a spacing before the ' +
+      'traffic, since an instance gives credit only a spacing into its life); `(sync: false)` refills leases on demand, ' +
       `\`lease.ttlMs\` ${count(LEASE_TTL_MS)}. Optimistic rows run only when the rule allows them (N·credit ≤ 0.1 × capacity).`,
     '**allowed** counts what the limit admitted, over every key; a decision of the failure policy is never counted ' +
       "as admitted. **Ideal** (of the hot key): capacity + rate × the time from its first admission to the fleet's last " +

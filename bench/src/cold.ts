@@ -179,7 +179,8 @@ export const coldSection: Section<ColdTask, ColdRow> = {
       `${count(coldKeys(s))} keys never seen before, one at a time, yielding to the event loop between them. A decision ` +
       'is timed from the call to the answer (`tryConsume(key) ?? await consume(key)` for the two-tier limiter). ' +
       '`(optimistic)` admits a cold key on credit in process and charges the store in the same tick ' +
-      `(\`coldStart: { mode: 'optimistic', credit: ${OPTIMISTIC.credit}, spacingMs: ${OPTIMISTIC.spacingMs} }\`); exact ` +
+      `(\`coldStart: { mode: 'optimistic', credit: ${OPTIMISTIC.credit}, spacingMs: ${OPTIMISTIC.spacingMs} }\`; the timed keys ` +
+      'start once it has run a spacing, as an instance gives credit only a spacing into its life); exact ' +
       'asks the store (one coalesced take). **answered in process**: first decisions made with no promise.',
     POLICY_NOTE,
   ],
