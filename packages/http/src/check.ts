@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import type { Decision } from '@tiered-limiter/core';
+import { ConfigError, type Decision } from '@tiered-limiter/core';
 import { clientIp } from './client-ip.js';
 import { rateLimitHeaders } from './headers.js';
 import { ipKey } from './ip.js';
@@ -111,7 +111,13 @@ export function buildCheck<Req>(
     if (route === false) return undefined;
     const from = route?.source ?? source;
     if (from === undefined) return undefined;
-    if (skip?.(req) === true) return undefined;
+    if (skip !== undefined) {
+      const skipped = skip(req);
+      if (skipped === true) return undefined;
+      if (skipped !== false) {
+        throw new ConfigError('skip', skipped, 'true or false, at once (an async skip is not awaited)');
+      }
+    }
     let address: string | undefined;
     if (allowList !== undefined) {
       address = addressOf(req, raw);
@@ -137,7 +143,7 @@ export function buildCheck<Req>(
   function answer(req: Req, decision: Decision, entry: LimiterEntry, k: string, c: number): RateLimitOutcome {
     const info: RateLimitInfo = { ...decision, key: k, cost: c };
     if (settings.requestProperty !== false) (req as Record<string, unknown>)[settings.requestProperty] = info;
-    const headers = rateLimitHeaders(decision, entry.policy, settings.headers);
+    const headers = rateLimitHeaders(decision, entry.policy, settings.headers, c);
     if (decision.allowed)
       return { allowed: true, decision: info, headers, settle: settler(decision, entry, k, c) };
     const closed = decision.tier === 'fallback' && decision.policy === 'closed';
@@ -161,11 +167,17 @@ export function buildCheck<Req>(
     if ((!skipFailed && !skipSuccessful) || decision.tier === 'fallback' || decision.shadowDenied) {
       return undefined;
     }
+    const failed = (error: unknown) =>
+      warnOnce(owner, 'TL_HTTP_REWARD_FAILED', `limiter.reward failed: ${String(error)}`);
     return (succeeded) => {
       if (succeeded ? !skipSuccessful : !skipFailed) return;
-      entry.limiter.reward!(k, c).catch((error: unknown) => {
-        warnOnce(owner, 'TL_HTTP_REWARD_FAILED', `limiter.reward failed: ${String(error)}`);
-      });
+      // A limiter closed while the response ran (a shutdown, `maxLimiters` evicting it) throws
+      // at once rather than rejecting; either way the response has ended, and only a warning is due.
+      try {
+        entry.limiter.reward!(k, c).catch(failed);
+      } catch (error) {
+        failed(error);
+      }
     };
   }
 }

@@ -112,16 +112,17 @@ function policyOf(option: string, limits: LimitSpec | readonly LimitSpec[]): Rat
  *   `r` is its whole tokens left; `t` the seconds until its next token, which is what both
  *   revisions define for a token bucket (-10: "until additional quota is made available"; -11:
  *   "within which the client can use no more than the available quota"). A denial of cost 1
- *   waits exactly for that token, so its `t` equals `Retry-After`; a heavier request waits longer
- *   and its `Retry-After` is later than `t`, as the draft allows. A full bucket has no next token
- *   and no `t`;
+ *   waits exactly for that token, so its `t` equals `Retry-After`, however long (a blocked key's
+ *   too, when `cost` is given as 1); a heavier request waits longer and its `Retry-After` is later
+ *   than `t`, as the draft allows. A full bucket has no next token and no `t`;
  * - `Retry-After` on a denial, in whole seconds rounded up;
  * - the legacy `X-RateLimit-*` fields and the degraded header, as `options` say.
  *
  * A decision of the `open` or `closed` failure policy read no bucket, so it has no `RateLimit`
  * (nor legacy remaining and reset). One of the `local` policy read its in-process bucket: with
  * `policy.fallback`, both fields speak of that bucket. A shadow-mode denial is admitted and gets
- * no `Retry-After`.
+ * no `Retry-After`. `cost`, the request's cost when known (the middleware passes it), lets a denial
+ * of cost 1 say its wait as `t` exactly; without it, only a wait of at most one token's time is.
  *
  * @example
  * const policy = rateLimitPolicy(limiter.limits, limiter.fallbackLimits);
@@ -132,6 +133,7 @@ export function rateLimitHeaders(
   decision: Decision,
   policy: RateLimitPolicy,
   options: RateLimitHeaderOptions = {},
+  cost?: number,
 ): RateLimitHeaders {
   const headers: RateLimitHeaders = {};
   const standard = options.standardHeaders !== false;
@@ -144,7 +146,7 @@ export function rateLimitHeaders(
   const retryAfter = decision.allowed ? 0 : wholeSeconds(decision.retryAfterMs);
   if (standard && readBucket) {
     const item = itemOf(decision.name, announced);
-    const t = nextTokenSeconds(decision, item.limit);
+    const t = nextTokenSeconds(decision, item.limit, cost);
     headers.RateLimit = `${quote(item.name)};r=${decision.remaining}${t === undefined ? '' : `;t=${t}`}`;
   }
   if (!decision.allowed) headers['Retry-After'] = String(retryAfter);
@@ -171,12 +173,17 @@ export function rateLimitHeaders(
  * one that is missing has refilled (a whole token's time when none is). The ms of rounding in
  * `resetMs` is allowed for, and the result is kept within one token's time and `resetMs`.
  */
-function nextTokenSeconds(decision: Decision, spec: LimitSpec): number | undefined {
+function nextTokenSeconds(decision: Decision, spec: LimitSpec, cost: number | undefined): number | undefined {
   const perTokenMs = 1 / spec.refillPerMs;
   const retryAfterMs = decision.retryAfterMs;
-  // No whole token left and a wait of at most one token's time: the denied request waits for
-  // exactly the next token, so `t` is its Retry-After, to the ms.
-  if (decision.remaining === 0 && retryAfterMs > 0 && retryAfterMs <= perTokenMs + 1) {
+  // A denial of cost 1 waits for exactly the next token (a blocked key's: the block's end); with
+  // the cost unknown, a wait of at most one token's time with no whole token left does too. Then
+  // `t` is its Retry-After, to the ms.
+  if (
+    !decision.allowed &&
+    retryAfterMs > 0 &&
+    (cost === 1 || (decision.remaining === 0 && retryAfterMs <= perTokenMs + 1))
+  ) {
     return wholeSeconds(retryAfterMs);
   }
   const resetMs = decision.resetMs;

@@ -29,5 +29,8 @@ export function writeOutcome(res: ServerResponse, outcome: RateLimitOutcome, han
  * connection closed before the response ended counts as failed.
  */
 export function settleOnClose(res: ServerResponse, settle: (succeeded: boolean) => void): void {
-  res.once('close', () => settle(res.writableFinished && res.statusCode < 400));
+  const settleNow = () => settle(res.writableFinished && res.statusCode < 400);
+  // The client left while the decision was awaited: 'close' has been and gone.
+  if (res.closed) settleNow();
+  else res.once('close', settleNow);
 }

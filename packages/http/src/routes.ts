@@ -61,9 +61,13 @@ export class RouteTable<T> {
       const path = match ? match[2]! : name.trim();
       if (!path.startsWith('/')) throw new ConfigError(`routes['${name}']`, name, "a path starting with '/'");
       if (path.endsWith('/*')) {
-        this.#prefixes.push({ method, prefix: normalizePath(path.slice(0, -2)), route });
+        const prefix = normalizePath(path.slice(0, -2));
+        if (this.#prefixes.some((p) => p.method === method && p.prefix === prefix)) collides(name);
+        this.#prefixes.push({ method, prefix, route });
       } else {
-        this.#exact.set(`${method ?? '*'} ${normalizePath(path)}`, route);
+        const exact = `${method ?? '*'} ${normalizePath(path)}`;
+        if (this.#exact.has(exact)) collides(name);
+        this.#exact.set(exact, route);
       }
     }
     // Longest prefix first; at equal length, the one with a method first.
@@ -104,8 +108,16 @@ export class RouteTable<T> {
   }
 }
 
-/** The path of a request target, without query or fragment. */
-function pathOf(url: string): string {
+/** A request target's scheme and authority (`http://host:port`): its absolute form (RFC 9112 §3.2.2). */
+const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i;
+
+/**
+ * The path of a request target, without query or fragment. An absolute-form target
+ * (`POST http://host/login`) is routed by Express and Fastify to its path, so it is matched by it.
+ */
+function pathOf(target: string): string {
+  const absolute = ABSOLUTE_FORM.exec(target);
+  const url = absolute === null ? target : target.slice(absolute[0].length) || '/';
   let end = url.length;
   const query = url.indexOf('?');
   if (query !== -1) end = query;
@@ -127,4 +139,13 @@ export function normalizePath(path: string): string {
   out = out.toLowerCase().replace(/\/{2,}/g, '/');
   if (out.length > 1 && out.endsWith('/')) out = out.replace(/\/+$/, '') || '/';
   return out.startsWith('/') ? out : `/${out}`;
+}
+
+/** Two route names that match the same requests: the second would silently replace the first. */
+function collides(name: string): never {
+  throw new ConfigError(
+    `routes['${name}']`,
+    name,
+    'a route no other name already gives (names are matched lower-cased, escapes decoded, trailing slashes dropped)',
+  );
 }

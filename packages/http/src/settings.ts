@@ -10,11 +10,12 @@ import {
 import type { RateLimitHeaderOptions, StandardHeaders } from './headers.js';
 import { AllowList } from './ip.js';
 import { assertKnownOptions, OPTION_NAMES, ROUTE_OPTION_NAMES } from './known-options.js';
+import { isLimiter } from './limiter.js';
 import { LimiterCache, type LimiterNeeds, type LimiterSource, limiterSource } from './limiter-source.js';
 import type { RateLimitOptions } from './options.js';
 import { RouteTable } from './routes.js';
 
-const { assertInteger } = internal;
+const { assertInteger, smallestCapacity } = internal;
 
 /** A route's limit, checked: where its limiter comes from, its cost and key. */
 export interface ResolvedRoute<Req> {
@@ -73,6 +74,13 @@ export function settingsOf<Req>(
     return cache;
   };
   if (options.createLimiter !== undefined) limiters();
+  else if (options.maxLimiters !== undefined) {
+    throw new ConfigError(
+      'maxLimiters',
+      options.maxLimiters,
+      'given only with createLimiter (it bounds the limiters made)',
+    );
+  }
 
   /** Checks one route's limit; `where` names it in errors (`routes['/login']`). */
   const resolveRoute = (where: string, value: unknown): ResolvedRoute<Req> | false => {
@@ -100,6 +108,19 @@ export function settingsOf<Req>(
       !(typeof routeCost === 'number' && Number.isInteger(routeCost) && routeCost >= 1)
     ) {
       throw new ConfigError(`${where}.cost`, routeCost, 'an integer from 1 up, or a function of the request');
+    }
+    // A fixed cost no bucket of the route's limiter can ever hold would fail every request.
+    const fixedLimits = isLimiter(route.limiter) ? route.limiter.limits : undefined;
+    if (
+      typeof routeCost === 'number' &&
+      fixedLimits !== undefined &&
+      routeCost > smallestCapacity(fixedLimits)
+    ) {
+      throw new ConfigError(
+        `${where}.cost`,
+        routeCost,
+        `at most the route limiter's smallest capacity (${smallestCapacity(fixedLimits)})`,
+      );
     }
     return {
       source,

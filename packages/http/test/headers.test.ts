@@ -69,6 +69,19 @@ describe('rateLimitHeaders: t is the seconds until the next token of the limit t
     expect(parseRateLimit('"api";r=3')).toEqual([{ name: 'api', r: 3, t: undefined }]);
   });
 
+  it('gives a denial of cost 1 t equal to its Retry-After however long it waits (a blocked key), when told the cost', () => {
+    // `block(key, 60_000)`: nothing until the block ends, whatever the bucket holds.
+    const blocked = denyDecision(60_000, 0, 60_000, apiLimit, 'local');
+    expect(rateLimitHeaders(blocked, api, {}, 1)).toMatchObject({
+      RateLimit: '"api";r=0;t=60',
+      'Retry-After': '60',
+    });
+    // A request of cost 3 denied with the same wait: t is still the next token's.
+    expect(rateLimitHeaders(denyDecision(3000, 0, 3000, apiLimit, 'global'), api, {}, 3).RateLimit).toBe(
+      '"api";r=0;t=1',
+    );
+  });
+
   it('gives a denial of cost 1 a Retry-After in whole seconds rounded up, and t equal to it', () => {
     expect(rateLimitHeaders(denyDecision(1, 0, 3000, apiLimit, 'global'), api)).toEqual({
       'RateLimit-Policy': '"api";q=3;w=3',

@@ -53,6 +53,17 @@ describe('options', () => {
       /`limit`.*`limiter`/,
     ],
     ['maxLimiters', { limit: perMinute(5), createLimiter: () => limiter, maxLimiters: 0 }, /`maxLimiters`/],
+    ['maxLimiters beside a fixed limiter', { limiter, maxLimiters: 10 }, /`maxLimiters`.*createLimiter/],
+    [
+      'a route cost no bucket can hold',
+      { routes: { '/x': { limiter, cost: 4 } } },
+      /`routes\['\/x'\]\.cost`.*\(3\)/,
+    ],
+    [
+      'two route names for the same requests',
+      { routes: { '/login': limiter, '/Login/': false } },
+      /`routes\['\/Login\/'\]`/,
+    ],
     [
       'createLimiter returning no limiter',
       { limit: perMinute(5), createLimiter: () => ({}) },
@@ -138,6 +149,14 @@ function recordingLimiter(made: { name: string; closed: boolean }[]) {
 
 describe('limit with createLimiter', () => {
   const raw = { method: 'GET', url: '/', headers: {}, socket: {} } as never;
+
+  it('refuses a skip that does not answer true or false at once (an async one would be ignored), naming `skip`', () => {
+    const check = createRateLimitCheck({ limiter, skip: async () => true } as unknown as RateLimitOptions);
+    const req = { headers: {}, socket: { remoteAddress: '127.0.0.1' } };
+    expect(() => check(req as never, req as never)).toThrow(
+      expect.objectContaining({ code: 'ERR_TL_CONFIG', option: 'skip' }),
+    );
+  });
 
   it('builds one limiter per distinct set of limits, equal values sharing one, and closes the least recently used past maxLimiters', async () => {
     const made: { name: string; closed: boolean }[] = [];

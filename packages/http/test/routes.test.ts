@@ -92,6 +92,11 @@ describe('RouteTable', () => {
     for (const url of ['/Login', '/login/', '//login', '/log%69n', '/login?x=1', '/login#top']) {
       expect(find('GET', url), url).toBe(login);
     }
+    // The absolute form (RFC 9112 §3.2.2), which Express and Fastify route by its path.
+    for (const url of ['http://127.0.0.1:3000/login', 'HTTPS://example.com/Login/?x=1']) {
+      expect(find('GET', url), url).toBe(login);
+    }
+    expect(find('GET', 'http://example.com')).toBe(all);
     expect(normalizePath('/A//b/%7e/')).toBe('/a/b/~');
     expect(normalizePath('/bad%zz')).toBe('/bad%zz');
   });
@@ -102,6 +107,10 @@ describe('RouteTable', () => {
 
   it('refuses a bad route at construction, naming it', () => {
     expect(() => table({ login })).toThrow(/routes\['login'\]/);
+    // Two names for the same requests: the second would silently replace the first.
+    expect(() => table({ '/login': login, '/Login/': false })).toThrow(/routes\['\/Login\/'\]/);
+    expect(() => table({ 'GET /a/*': login, 'get /A/*': login })).toThrow(/routes\['get \/A\/\*'\]/);
+    expect(() => table({ 'GET /login': login, 'POST /login': login, '/login': login })).not.toThrow();
     expect(() => new RouteTable([] as never, () => 0)).toThrow(/`routes`/);
   });
 });
