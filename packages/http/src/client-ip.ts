@@ -2,6 +2,8 @@ import type { IncomingMessage } from 'node:http';
 import { UNKNOWN_CLIENT_KEY } from './defaults.js';
 
 const MAPPED_V4 = /^::ffff:(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})$/i;
+/** A forwarded hop with a port: `192.0.2.9:1234` or `[2001:db8::1]:443` (some proxies write it so). */
+const WITH_PORT = /^(?:\[([0-9a-f:.]+)\]|(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})):\d+$/i;
 
 /**
  * The client's IP address: the socket's peer, or, with `trustProxy` hops, the address the
@@ -11,7 +13,8 @@ const MAPPED_V4 = /^::ffff:(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})$/i;
  * received from. With 1 (one load balancer), the last entry of `X-Forwarded-For` is the client;
  * with 2, the one before it; entries further left are whatever the client wrote, and never
  * read. An IPv4 address seen through an IPv6 socket (`::ffff:192.0.2.1`) is given as IPv4, so
- * a client has one key whichever way it connected. A closed socket gives `'unknown'`. The
+ * a client has one key whichever way it connected; a forwarded hop's port (`192.0.2.9:1234`,
+ * `[2001:db8::1]:443`) is dropped, so one client is one key whatever port it came from. A closed socket gives `'unknown'`. The
  * default key is `ipKey(clientIp(req, trustProxy), ipv6Subnet)`.
  *
  * @example
@@ -27,7 +30,9 @@ export function clientIp(req: IncomingMessage, trustProxy = 0): string {
       // hops[length - 1] was appended by the proxy nearest to us; each trusted proxy vouches for one more.
       const index = Math.max(0, hops.length - trustProxy);
       const hop = hops[index]!.trim();
-      if (hop !== '') address = hop;
+      const ported = WITH_PORT.exec(hop);
+      if (ported) address = ported[1] ?? ported[2]!;
+      else if (hop !== '') address = hop;
     }
   }
   if (address === undefined) return UNKNOWN_CLIENT_KEY;

@@ -120,7 +120,8 @@ export interface RateLimitOptions<Req = IncomingMessage> extends RateLimitHeader
   onExceeded?: (req: Req, denial: RateLimitDenied) => void;
   /**
    * The request property that receives the `RateLimitInfo` (`req.rateLimit.remaining`); `false`
-   * sets none.
+   * sets none. A property the request already has (`headers`, `ip`, `body`, `__proto__`, …) is
+   * refused at construction.
    * @default 'rateLimit'
    */
   requestPropertyName?: string | false;

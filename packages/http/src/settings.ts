@@ -17,6 +17,22 @@ import { RouteTable } from './routes.js';
 
 const { assertInteger, smallestCapacity } = internal;
 
+/** Request properties the middleware must not overwrite with its `RateLimitInfo`. */
+const RESERVED_PROPERTIES = new Set([
+  '__proto__',
+  'constructor',
+  'prototype',
+  'headers',
+  'method',
+  'url',
+  'socket',
+  'body',
+  'params',
+  'query',
+  'raw',
+  'ip',
+]);
+
 /** A route's limit, checked: where its limiter comes from, its cost and key. */
 export interface ResolvedRoute<Req> {
   readonly source: LimiterSource<Req>;
@@ -179,8 +195,19 @@ export function settingsOf<Req>(
   const ipv6Subnet = options.ipv6Subnet ?? DEFAULT_IPV6_SUBNET;
   if (ipv6Subnet !== false) assertInteger('ipv6Subnet', ipv6Subnet, 1, 128);
   const requestProperty = options.requestPropertyName ?? DEFAULT_REQUEST_PROPERTY;
-  if (requestProperty !== false && !(typeof requestProperty === 'string' && requestProperty !== '')) {
-    throw new ConfigError('requestPropertyName', requestProperty, 'a property name, or false');
+  if (
+    requestProperty !== false &&
+    !(
+      typeof requestProperty === 'string' &&
+      requestProperty !== '' &&
+      !RESERVED_PROPERTIES.has(requestProperty)
+    )
+  ) {
+    throw new ConfigError(
+      'requestPropertyName',
+      requestProperty,
+      'a property name of its own (not one the request or Object already has, such as headers or __proto__), or false',
+    );
   }
 
   return {

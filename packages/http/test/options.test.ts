@@ -37,6 +37,8 @@ describe('options', () => {
     ['legacyHeaders', { limiter, legacyHeaders: 'yes' }, /`legacyHeaders`/],
     ['standardHeaders true', { limiter, standardHeaders: true }, /`standardHeaders`/],
     ['requestPropertyName', { limiter, requestPropertyName: '' }, /`requestPropertyName`/],
+    ['requestPropertyName __proto__', { limiter, requestPropertyName: '__proto__' }, /`requestPropertyName`/],
+    ['requestPropertyName headers', { limiter, requestPropertyName: 'headers' }, /`requestPropertyName`/],
     ['skipFailedRequests', { limiter, skipFailedRequests: 1 }, /`skipFailedRequests`/],
     ['skipFailedRequests without reward', { limiter, skipFailedRequests: true }, /`limiter`.*reward/],
     ['allowList', { limiter, allowList: ['nope'] }, /`allowList\[0\]`/],

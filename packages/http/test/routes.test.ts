@@ -40,6 +40,12 @@ describe('clientIp', () => {
     expect(clientIp(message('10.0.0.1', '203.0.113.9'), 5)).toBe('203.0.113.9');
     expect(clientIp(message('10.0.0.1'), 1)).toBe('10.0.0.1');
   });
+
+  it('drops the port of a forwarded hop that carries one, so a client has one key', () => {
+    expect(clientIp(message('10.0.0.1', '192.0.2.9:1234'), 1)).toBe('192.0.2.9');
+    expect(clientIp(message('10.0.0.1', '[2001:db8:2::1]:443'), 1)).toBe('2001:db8:2::1');
+    expect(clientIp(message('10.0.0.1', '2001:db8:2::1'), 1)).toBe('2001:db8:2::1');
+  });
 });
 
 describe('RouteTable', () => {
