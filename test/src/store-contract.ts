@@ -301,6 +301,21 @@ export function describeStoreContract(
       expect(await peek(key, [slow])).toMatchObject({ remaining: 10, resetMs: 0 });
     });
 
+    it('reset fences the leases before it: their reports change nothing, even beside a lease made after it', async () => {
+      const key = fresh('reset-fence');
+      const before = await reserve(key, [slow], 5, 5);
+      await store.reset(key, [slow]);
+      const after = await reserve(key, [slow], 10, 10);
+      expect(after).toMatchObject({ granted: 10, remaining: 0 });
+      expect(after.generation).not.toBe(before.generation);
+      // The old lease hands its 5 back, then reports them spent: the new lease keeps all 10.
+      await report(key, [slow], before.generation, 0, 5);
+      await report(key, [slow], before.generation, 5, 0);
+      expect(await take(key, [slow], 1)).toMatchObject({ ok: false, remaining: 0 });
+      // The new lease's own hand-back is counted.
+      expect(await report(key, [slow], after.generation, 0, 10)).toMatchObject({ remaining: 10 });
+    });
+
     it('reset comes after the ops asked before it and before those asked after it, even unsent', async () => {
       const key = fresh('reset-order');
       const before = take(key, [slow], 5);

@@ -6,7 +6,13 @@
 export * from './bucket.js';
 export { denyDecisionLike } from './decision.js';
 export { assertCost, assertKey, assertLimits, smallestCapacity, tightestWhenFull } from './limit.js';
-export { generationFor, heldTokens, msUntilShared, settleSharedBucket } from './shared-bucket.js';
+export {
+  generationFor,
+  heldTokens,
+  msUntilShared,
+  resetSharedBucket,
+  settleSharedBucket,
+} from './shared-bucket.js';
 export { assertStore } from './store.js';
 export { isTighter } from './tightest.js';
 export {

@@ -120,12 +120,35 @@ function capped(ms: number): number {
   return ms > MAX_WAIT_MS ? MAX_WAIT_MS : ms;
 }
 
+/**
+ * Makes `state` a full bucket at `nowUs` (`reset`), forgetting what is on lease, but fenced: the
+ * latest release it held stays as a generation of no tokens until it is due, so that a report of a
+ * lease from before the reset changes nothing and no lease made after it gets one of the old
+ * generations (a report of the old lease would otherwise be counted against the new one).
+ */
+export function resetSharedBucket(state: SharedBucketState, spec: LimitSpec, nowUs: number): void {
+  settleSharedBucket(state, spec, nowUs);
+  const last = state.held.at(-1);
+  state.held.length = 0;
+  if (last !== undefined) state.held.push({ releaseUs: last.releaseUs, count: 0 });
+  state.tokens = spec.capacity;
+  state.updatedAtUs = nowUs;
+}
+
+/** The fence a reset left (`resetSharedBucket`): the last release before it, while it is due. */
+function fenceOf(state: SharedBucketState): number | undefined {
+  const first = state.held[0];
+  return first !== undefined && first.count === 0 ? first.releaseUs : undefined;
+}
+
 /** Hands `returned` tokens of `generationId` back and accounts `spent` of them as used. */
 function report(state: SharedBucketState, generationId: number, spent: number, returned: number): void {
   const held = state.held;
   for (let i = 0; i < held.length; i++) {
     const generation = held[i]!;
     if (generation.releaseUs !== generationId) continue;
+    // A reset's fence: the lease reported was from before the reset, and is forgotten.
+    if (generation.count === 0) return;
     const back = returned < generation.count ? returned : generation.count;
     state.tokens += back;
     const left = generation.count - back - spent;
@@ -213,6 +236,11 @@ export function applyBucketOp(
     if (granted < min) granted = 0;
     if (granted > 0) {
       generation = generationFor(nowUs, holdMs);
+      // Past any reset's fence: no lease after a reset shares a generation with one before it.
+      for (let i = 0; i < n; i++) {
+        const fence = fenceOf(states[i]!);
+        if (fence !== undefined && generation <= fence) generation = fence + 1;
+      }
       for (let i = 0; i < n; i++) {
         takeFrom(states[i]!, granted);
         hold(states[i]!, generation, granted);

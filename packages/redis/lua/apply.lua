@@ -137,8 +137,12 @@ local function reset_entry(set)
   for i = 1, set.n do
     local st = load(KEYS[at_key])
     at_key = at_key + 1
-    st.t, st.at, st.held, st.full = set.caps[i], now, {}, 0
-    st.cap, st.rate, st.dirty = set.caps[i], set.rates[i], true
+    -- core's resetSharedBucket: full, what is on lease forgotten behind a fence at its last release
+    settle(st, set.caps[i], set.rates[i])
+    local last = st.held[#st.held]
+    st.held = {}
+    if last then st.held[1] = { last[1], 0 } end
+    st.t, st.at, st.full, st.dirty = set.caps[i], now, nil, true
   end
   at_arg = at_arg + 2
   local base = #reply
@@ -219,6 +223,11 @@ local function apply_entry(set, flags)
     if granted < min then granted = 0 end
     if granted > 0 then
       generation = generation_for(hold_ms)
+      -- past any reset's fence: no lease after a reset shares a generation with one before it
+      for i = 1, n do
+        local fence = fence_of(states[i])
+        if fence and generation <= fence then generation = fence + 1 end
+      end
       for i = 1, n do
         take_from(states[i], granted)
         hold(states[i], generation, granted)

@@ -16,7 +16,7 @@ It reads Redis's own clock (TIME) once per call, never the caller's, and defines
                               capacity - held (core's settleSharedBucket)
   ms_until(st, cap, rate, need)
                               ms until need tokens, through releases (core's msUntilShared)
-  report, hold, take_from, generation_for, tighter, whole, covers
+  report, hold, take_from, generation_for, fence_of, tighter, whole, covers
 
 State per key: a string, the byte 1 then little-endian doubles (struct.pack '<Bdd', then '<dd'
 per generation): tokens, ts the µs of Redis TIME it was last brought up to, and releaseUs and count
@@ -189,6 +189,8 @@ local function report(st, id, spent, returned)
   for i = 1, #held do
     local g = held[i]
     if g[1] == id then
+      -- a reset's fence (core's resetSharedBucket): the lease reported was from before the reset
+      if g[2] == 0 then return end
       local back = returned
       if back > g[2] then back = g[2] end
       st.t = st.t + back
@@ -222,6 +224,13 @@ local function generation_for(hold_ms)
   return ceil((now + hold_ms * 1000) / q) * q
 end
 
+-- core's fenceOf: the last release before a reset, while it is due
+local function fence_of(st)
+  local first = st.held[1]
+  if first and first[2] == 0 then return first[1] end
+  return nil
+end
+
 -- core's isTighter
 local function tighter(aw, ar, af, bw, br, bf)
   if aw ~= bw then return aw > bw end
@@ -245,5 +254,11 @@ local function save(key, keep_ms)
   -- exact form: a whole ms count stays whole.
   local full = st.full
   if full == nil then full = ms_until(st, cap, st.rate, cap) end
+  -- A reset's fence holds no tokens, yet the key must outlive it (the last release it fences).
+  local last = held[#held]
+  if last then
+    local fence_ms = ceil((last[1] - now) / 1000)
+    if fence_ms > full then full = fence_ms end
+  end
   redis.call('SET', key, value, 'PX', full + TTL_MARGIN_MS + keep_ms)
 end

@@ -188,6 +188,18 @@ describe('key expiry', () => {
   // 10 tokens, 50 per second: an empty bucket is full again in 200 ms.
   const fast = defineLimit({ capacity: 10, refillPerSecond: 50, name: 'fast' });
 
+  it('keeps a reset key, full, until the last lease it fenced is due, then lets it go', async () => {
+    const store = new RedisStore({ redis, prefix: uniquePrefix('fence'), keepAfterFullMs: 0 });
+    const key = bucketKey(store.prefix, 'k', fast.name);
+    await store.apply({ key: 'k', limits: [fast], reserve: { want: 5, min: 5, holdMs: 600 } });
+    await store.reset('k', [fast]);
+    // Full, yet kept: the fence outlives the lease's release (600 ms, rounded up to a step).
+    expect(await ops(store).peek('k', [fast])).toMatchObject({ remaining: 10, resetMs: 0 });
+    expect(await redis.pttl(key)).toBeGreaterThan(400);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(await redis.exists(key)).toBe(0);
+  });
+
   it('keeps the key while the bucket drains, with PTTL = time until full + margin + keepAfterFullMs', async () => {
     for (const keepAfterFullMs of [undefined, 0, 300]) {
       const keep = keepAfterFullMs ?? DEFAULT_KEEP_AFTER_FULL_MS;

@@ -15,7 +15,7 @@ import type { LRUCache } from 'lru-cache';
 import { DEFAULT_MEMORY_STORE_MAX_KEYS, MAX_MAX_KEYS } from '../defaults.js';
 import { lruTable } from '../table.js';
 
-const { assertClock, assertInteger, settleSharedBucket } = internal;
+const { assertClock, assertInteger, resetSharedBucket, settleSharedBucket } = internal;
 
 /** Options of `MemoryStore`. */
 export interface MemoryStoreOptions {
@@ -112,9 +112,16 @@ export class MemoryStore implements GlobalStore {
     return Promise.resolve();
   }
 
-  /** Forgets `key`'s buckets: its next op finds them full. */
+  /** Makes `key`'s buckets full, forgetting what is on lease (fenced: `resetSharedBucket`). */
   reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
-    for (const spec of limits) this.#buckets.delete(entryKey(key, spec));
+    const now = Math.round(this.#clock.now() * 1000);
+    for (const spec of limits) {
+      const id = entryKey(key, spec);
+      const entry = this.#buckets.get(id);
+      if (entry === undefined) continue;
+      resetSharedBucket(entry.state, spec, now);
+      if (isSharedBucketFull(entry.state, spec)) this.#buckets.delete(id);
+    }
     return Promise.resolve();
   }
 
