@@ -71,6 +71,8 @@ export function buildCheck<Req>(
   const { onExceeded, message, problem } = options;
   const body: DenialBody<Req> = { message, problem };
   const owner = {};
+  const rewardFailed = (error: unknown) =>
+    warnOnce(owner, 'TL_HTTP_REWARD_FAILED', `limiter.reward failed: ${String(error)}`);
   const configRoutes = new WeakMap<object, ResolvedRoute<Req> | false>();
 
   const addressOf = (req: Req, raw: IncomingMessage): string => {
@@ -167,16 +169,14 @@ export function buildCheck<Req>(
     if ((!skipFailed && !skipSuccessful) || decision.tier === 'fallback' || decision.shadowDenied) {
       return undefined;
     }
-    const failed = (error: unknown) =>
-      warnOnce(owner, 'TL_HTTP_REWARD_FAILED', `limiter.reward failed: ${String(error)}`);
     return (succeeded) => {
       if (succeeded ? !skipSuccessful : !skipFailed) return;
       // A limiter closed while the response ran (a shutdown, `maxLimiters` evicting it) throws
       // at once rather than rejecting; either way the response has ended, and only a warning is due.
       try {
-        entry.limiter.reward!(k, c).catch(failed);
+        entry.limiter.reward!(k, c).catch(rewardFailed);
       } catch (error) {
-        failed(error);
+        rewardFailed(error);
       }
     };
   }

@@ -14,8 +14,8 @@ const WITH_PORT = /^(?:\[([0-9a-f:.]+)\]|(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})):\
  * with 2, the one before it; entries further left are whatever the client wrote, and never
  * read. An IPv4 address seen through an IPv6 socket (`::ffff:192.0.2.1`) is given as IPv4, so
  * a client has one key whichever way it connected; a forwarded hop's port (`192.0.2.9:1234`,
- * `[2001:db8::1]:443`) is dropped, so one client is one key whatever port it came from. A closed socket gives `'unknown'`. The
- * default key is `ipKey(clientIp(req, trustProxy), ipv6Subnet)`.
+ * `[2001:db8::1]:443`) is dropped, so one client is one key whatever port it came from. A
+ * closed socket gives `'unknown'`. The default key is `ipKey(clientIp(req, trustProxy), ipv6Subnet)`.
  *
  * @example
  * const ip = clientIp(req); // '127.0.0.1'

@@ -16,8 +16,9 @@ ARGV[1]      every number below, as one JSON array (a number per ARGV cost Redis
                set                        which limit set (1-based) it runs on
                flags                      which fields follow: 1 take, 2 reserve, 4 credit, 8 debit,
                                           16 aheadMs, 32 reports (a field left out is 0); or 64
-                                          alone, a reset: the key's buckets become full with
-                                          nothing on lease (so no key), and no field follows
+                                          alone, a reset: the key's buckets become full, their
+                                          leases forgotten behind a fence (core's
+                                          resetSharedBucket; no key if none was held), no field follows
                take                       tokens to take all-or-nothing
                want, min, holdMs          a lease to reserve, held holdMs ms
                credit, debit              tokens to give back / to take regardless

@@ -10,7 +10,7 @@ export interface EncodableOp {
   readonly keys: readonly string[];
   /** Set instead of a bucket op: register `instance` in the fleet set `keys[0]` for `ttlMs`. */
   readonly heartbeat?: { readonly instance: string; readonly ttlMs: number } | undefined;
-  /** Set instead of the op's fields: the key's buckets become full, nothing on lease (`reset`). */
+  /** Set instead of the op's fields: the key's buckets become full, their leases fenced off (`reset`). */
   readonly reset?: true | undefined;
 }
 

@@ -207,7 +207,7 @@ export class RedisStore implements GlobalStore {
   }
 
   /**
-   * Makes `key`'s buckets full with nothing on lease (so they are no keys): its next op finds them
+   * Makes `key`'s buckets full, their leases forgotten behind a fence (core's `resetSharedBucket`): its next op finds them
    * full. It is an entry of the coalesced calls like any op, so an op submitted before it (a
    * `consume` not yet sent) counts before the reset rather than after it.
    */
