@@ -11,6 +11,11 @@ export interface TieredLimiterStats extends LimiterStats {
     readonly global: number;
     /** By the failure policy. */
     readonly fallback: number;
+    /**
+     * In process with no lease to answer from: a blocked key's denial, or a new key admitted by
+     * optimistic cold start before the store heard of it.
+     */
+    readonly local: number;
   };
   /** Store calls sent: refills plus settles. */
   readonly roundTrips: number;
@@ -103,7 +108,9 @@ export function tieredStats(parts: TieredParts): TieredLimiterStats {
   const counts = store.counts;
   sightings.age(parts.clock.now());
   return {
-    decisions: { lease: counts.lease, global: counts.global, fallback: counts.fallback },
+    // Every tier the counts keep: without `local`, the tiers summed short of `allowed + denied`
+    // by every blocked key's denial and every optimistic admission.
+    decisions: { lease: counts.lease, global: counts.global, fallback: counts.fallback, local: counts.local },
     allowed: counts.allowed,
     denied: counts.denied,
     roundTrips: c.refills + c.refunds,

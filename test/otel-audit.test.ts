@@ -1,0 +1,61 @@
+/**
+ * What `@tiered-limiter/otel` reports against what must have happened, on a MemoryStore with
+ * known sequences, read through the OTel SDK's in-memory exporter as test/otel.test.ts does.
+ */
+import {
+  AggregationTemporality,
+  type DataPoint,
+  InMemoryMetricExporter,
+  MeterProvider,
+  type MetricData,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics';
+import { defineLimit } from '@tiered-limiter/core';
+import { MemoryStore, TieredLimiter } from '@tiered-limiter/local';
+import { ATTRIBUTES, METRICS, observeLimiter } from '@tiered-limiter/otel';
+import { describe, expect, it } from 'vitest';
+
+const LIMIT = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'api' });
+
+/** An SDK meter with an in-memory exporter, and a way to collect what it holds now. */
+export function sdk() {
+  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+  const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+  const provider = new MeterProvider({ readers: [reader] });
+  return {
+    meter: provider.getMeter('tiered-limiter-audit'),
+    async collect(): Promise<Map<string, MetricData>> {
+      exporter.reset();
+      await reader.forceFlush();
+      const metrics = exporter.getMetrics().flatMap((r) => r.scopeMetrics.flatMap((s) => s.metrics));
+      return new Map(metrics.map((m) => [m.descriptor.name, m]));
+    },
+    shutdown: () => provider.shutdown(),
+  };
+}
+
+/** Every data point of `metric`, as attribute value of `key` → value. */
+function byAttribute(metric: MetricData | undefined, key: string): Record<string, number> {
+  const points = (metric?.dataPoints ?? []) as DataPoint<number>[];
+  return Object.fromEntries(points.map((p) => [String(p.attributes[key]), p.value]));
+}
+
+describe('observeLimiter on a TieredLimiter', () => {
+  it('reports decisions by tier that add up to decisions by outcome (a blocked key is tier `local`)', async () => {
+    const otel = sdk();
+    const limiter = new TieredLimiter({ store: new MemoryStore(), limits: LIMIT, failurePolicy: 'open' });
+    const observation = observeLimiter(limiter, otel.meter);
+    for (let i = 0; i < 3; i++) limiter.tryConsume('k') ?? (await limiter.consume('k'));
+    limiter.block('blocked', 60_000);
+    for (let i = 0; i < 2; i++) limiter.tryConsume('blocked') ?? (await limiter.consume('blocked'));
+    const metrics = await otel.collect();
+    const outcomes = byAttribute(metrics.get(METRICS.decisions), ATTRIBUTES.outcome);
+    const tiers = byAttribute(metrics.get(METRICS.decisionsByTier), ATTRIBUTES.tier);
+    expect(outcomes).toEqual({ allowed: 3, denied: 2 });
+    expect(tiers.local).toBe(2);
+    expect(Object.values(tiers).reduce((a, b) => a + b, 0)).toBe(5);
+    observation.stop();
+    await limiter.close();
+    await otel.shutdown();
+  });
+});
