@@ -2,6 +2,8 @@
  * What `@tiered-limiter/otel` reports against what must have happened, on a MemoryStore with
  * known sequences, read through the OTel SDK's in-memory exporter as test/otel.test.ts does.
  */
+
+import type { Meter } from '@opentelemetry/api';
 import {
   AggregationTemporality,
   type DataPoint,
@@ -10,9 +12,9 @@ import {
   type MetricData,
   PeriodicExportingMetricReader,
 } from '@opentelemetry/sdk-metrics';
-import { defineLimit } from '@tiered-limiter/core';
+import { ConfigError, defineLimit } from '@tiered-limiter/core';
 import { MemoryStore, TieredLimiter } from '@tiered-limiter/local';
-import { ATTRIBUTES, METRICS, observeLimiter } from '@tiered-limiter/otel';
+import { ATTRIBUTES, instrumentStore, METRICS, observeLimiter } from '@tiered-limiter/otel';
 import { describe, expect, it } from 'vitest';
 
 const LIMIT = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'api' });
@@ -56,6 +58,79 @@ describe('observeLimiter on a TieredLimiter', () => {
     expect(Object.values(tiers).reduce((a, b) => a + b, 0)).toBe(5);
     observation.stop();
     await limiter.close();
+    await otel.shutdown();
+  });
+});
+
+describe('observeLimiter and instrumentStore refuse bad input at once, naming it', () => {
+  const limiter = { stats: () => ({ allowed: 0, denied: 0 }) };
+  const store = new MemoryStore();
+  const cases: [string, string, (meter: Meter) => unknown][] = [
+    ['observeLimiter: no limiter', 'limiter', (m) => observeLimiter(undefined as never, m)],
+    ['observeLimiter: an object without stats()', 'limiter', (m) => observeLimiter({} as never, m)],
+    [
+      'observeLimiter: stats() without counts',
+      'limiter',
+      (m) => observeLimiter({ stats: () => ({}) } as never, m),
+    ],
+    [
+      'observeLimiter: on that is not a function',
+      'limiter.on',
+      (m) => observeLimiter({ ...limiter, on: 1 } as never, m),
+    ],
+    ['observeLimiter: no meter', 'meter', () => observeLimiter(limiter, undefined as never)],
+    ['observeLimiter: options a string', 'options', (m) => observeLimiter(limiter, m, 'api' as never)],
+    [
+      'observeLimiter: attributes a string',
+      'attributes',
+      (m) => observeLimiter(limiter, m, { attributes: 'api' as never }),
+    ],
+    [
+      'observeLimiter: an attribute an object',
+      'attributes.name',
+      (m) => observeLimiter(limiter, m, { attributes: { name: {} as never } }),
+    ],
+    [
+      'observeLimiter: a misspelt option',
+      'attribute',
+      (m) => observeLimiter(limiter, m, { attribute: { a: 1 } } as never),
+    ],
+    ['instrumentStore: no store', 'store', (m) => instrumentStore(undefined as never, m)],
+    ['instrumentStore: an object that is no store', 'store', (m) => instrumentStore({} as never, m)],
+    ['instrumentStore: no meter', 'meter', () => instrumentStore(store, undefined as never)],
+    [
+      'instrumentStore: attributes an array',
+      'attributes',
+      (m) => instrumentStore(store, m, { attributes: ['a'] as never }),
+    ],
+    [
+      'instrumentStore: a misspelt option',
+      'atributes',
+      (m) => instrumentStore(store, m, { atributes: {} } as never),
+    ],
+  ];
+  it.each(cases)('%s', (_name, option, make) => {
+    const otel = sdk();
+    let thrown: unknown;
+    try {
+      make(otel.meter);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(ConfigError);
+    expect(thrown).toMatchObject({ code: 'ERR_TL_CONFIG', option });
+  });
+
+  it('still take what is right: a limiter, a store, attributes of every kind', async () => {
+    const otel = sdk();
+    const observation = observeLimiter(limiter, otel.meter, {
+      attributes: { name: 'api', n: 1, on: true, list: ['a', 'b'] },
+    });
+    const wrapped = instrumentStore(store, otel.meter, { attributes: undefined });
+    await wrapped.apply({ key: 'k', limits: [LIMIT], take: 1 });
+    const metrics = await otel.collect();
+    expect(metrics.get(METRICS.decisions)?.dataPoints[0]?.attributes).toMatchObject({ name: 'api', n: 1 });
+    observation.stop();
     await otel.shutdown();
   });
 });

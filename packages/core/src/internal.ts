@@ -20,6 +20,7 @@ export {
   assertClock,
   assertInRange,
   assertInteger,
+  assertKnownOptions,
   assertObject,
   assertOneOf,
   assertPositive,

@@ -89,3 +89,19 @@ export function assertObject<T extends object>(option: string, value: unknown): 
   }
   return value as T;
 }
+
+/**
+ * Throws a `ConfigError` for the first own key of `options` (at `where`, `''` for the top level)
+ * that is not in `known` and is set. From JavaScript a misspelt option (`timeoutMS`) was ignored,
+ * its default silently in force; a key set to `undefined` is absent, as every option's default is.
+ */
+export function assertKnownOptions(where: string, options: object, known: readonly string[]): void {
+  for (const [name, value] of Object.entries(options)) {
+    if (value === undefined || known.includes(name)) continue;
+    throw new ConfigError(
+      where === '' ? name : `${where}.${name}`,
+      value,
+      `not set: it is not an option (known: ${known.join(', ')})`,
+    );
+  }
+}

@@ -1,6 +1,15 @@
 import type { Attributes, Meter } from '@opentelemetry/api';
-import type { BucketOp, BucketReply, GlobalStore, LimitSpec } from '@tiered-limiter/core';
+import {
+  type BucketOp,
+  type BucketReply,
+  type GlobalStore,
+  internal,
+  type LimitSpec,
+} from '@tiered-limiter/core';
+import { assertAttributes, assertMeter, assertOptions } from './checks.js';
 import { ATTRIBUTES, METRICS, STORE_DURATION_BUCKETS_S } from './names.js';
+
+const { assertStore } = internal;
 
 /** Options of `instrumentStore`. */
 export interface InstrumentStoreOptions {
@@ -41,7 +50,11 @@ export function instrumentStore(
   meter: Meter,
   options: InstrumentStoreOptions = {},
 ): GlobalStore {
-  const base = options.attributes ?? {};
+  // The wrapper has an apply and a reset whatever it wraps: a limiter's own check of its store
+  // would pass it, and every request would go to the failure policy.
+  assertStore(store);
+  assertMeter(meter, ['createHistogram']);
+  const base = assertAttributes(assertOptions<InstrumentStoreOptions>(options, ['attributes']).attributes);
   const duration = meter.createHistogram(METRICS.storeDuration, {
     description: 'Duration of calls to the shared store',
     unit: 's',

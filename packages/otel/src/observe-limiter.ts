@@ -1,6 +1,17 @@
 import type { Attributes, BatchObservableResult, Meter, Observable } from '@opentelemetry/api';
-import type { LimiterStats, StoreError } from '@tiered-limiter/core';
+import { ConfigError, type LimiterStats, type StoreError } from '@tiered-limiter/core';
+import { assertAttributes, assertMeter, assertOptions } from './checks.js';
 import { ATTRIBUTES, METRICS } from './names.js';
+
+/** The `Meter` methods `observeLimiter` calls. */
+const METER_METHODS = [
+  'createObservableCounter',
+  'createObservableGauge',
+  'createObservableUpDownCounter',
+  'createCounter',
+  'addBatchObservableCallback',
+  'removeBatchObservableCallback',
+] as const;
 
 /**
  * What `observeLimiter` reads of a limiter's `stats()`: core's counters, and whichever of the
@@ -92,7 +103,9 @@ export function observeLimiter(
   meter: Meter,
   options: ObserveLimiterOptions = {},
 ): LimiterObservation {
-  const base = options.attributes ?? {};
+  assertObservable(limiter);
+  assertMeter(meter, METER_METHODS);
+  const base = assertAttributes(assertOptions<ObserveLimiterOptions>(options, ['attributes']).attributes);
   const counter = (name: string, description: string, unit: string) =>
     meter.createObservableCounter(name, { description, unit });
   const gauge = (name: string, description: string, unit: string) =>
@@ -158,4 +171,31 @@ export function observeLimiter(
       limiter.off?.('degraded', onDegraded);
     },
   };
+}
+
+/**
+ * Checks that `limiter` can be observed: a `stats()` that reports `allowed` and `denied`, and
+ * `on`/`off` as functions where it has them. Without this, a wrong object was accepted and every
+ * collection threw inside the SDK, which only logs it: the metrics were silently absent.
+ */
+function assertObservable(limiter: unknown): asserts limiter is ObservableLimiter {
+  const l = limiter as Record<string, unknown> | null;
+  const expected = 'a limiter (an object with stats(), as every tiered-limiter limiter has)';
+  if (l === null || typeof l !== 'object' || typeof l.stats !== 'function') {
+    throw new ConfigError('limiter', limiter, expected);
+  }
+  for (const method of ['on', 'off'] as const) {
+    if (l[method] !== undefined && typeof l[method] !== 'function') {
+      throw new ConfigError(`limiter.${method}`, l[method], 'a function, or absent');
+    }
+  }
+  const stats = (l as unknown as ObservableLimiter).stats() as Partial<LimiterStats> | null;
+  if (
+    stats === null ||
+    typeof stats !== 'object' ||
+    typeof stats.allowed !== 'number' ||
+    typeof stats.denied !== 'number'
+  ) {
+    throw new ConfigError('limiter', limiter, `${expected}; its stats() gave no allowed and denied counts`);
+  }
 }
