@@ -165,7 +165,13 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     this.#blocked.unblock(key);
     this.#denials?.forget(key);
     const limits = this.#limits;
-    return this.#store.guard.run(() => this.#store.store.reset(key, limits)).then((r) => r.ok);
+    // Counted as it is sent, as every other call is: `storeCalls` missed each reset.
+    return this.#store.guard
+      .run(() => {
+        this.#storeCalls++;
+        return this.#store.store.reset(key, limits);
+      })
+      .then((r) => r.ok);
   }
 
   /** Gives `tokens` back to `key`, never past its capacity; resolves whether the store did it. */
