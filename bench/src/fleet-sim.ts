@@ -121,7 +121,9 @@ function makeInstance(tier: FleetTier, client: Redis, prefix: string, instances:
     timeoutMs: FLEET_TIMEOUT_MS,
   };
   if (tier === 'request') {
-    const limiter = new RequestLimiter({ ...options, store });
+    // The fleet size is the two-tier limiter's option: the per-request one refuses names it does not know.
+    const { instances: _instances, ...requestOptions } = options;
+    const limiter = new RequestLimiter({ ...requestOptions, store });
     return {
       tryConsume: () => undefined,
       consume: (k) => limiter.consume(k),

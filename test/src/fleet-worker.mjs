@@ -61,7 +61,8 @@ async function makeLimiter() {
       ...(orders.limitName ? { name: orders.limitName } : {}),
     }),
     failurePolicy: orders.failurePolicy ?? 'closed',
-    instances: orders.instances,
+    // The fleet size is the two-tier limiter's option; the per-request one refuses names it does not know.
+    ...(orders.tier === 'request' ? {} : { instances: orders.instances }),
     // A lease lifetime of its own means refills on demand: the periodic sync sets the lifetime itself.
     ...(orders.lease ? { lease: orders.lease, sync: false } : {}),
     // Options this worker does not know, passed through verbatim.

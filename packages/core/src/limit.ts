@@ -1,5 +1,5 @@
 import { ArgumentError, ConfigError, CostExceedsCapacityError } from './errors.js';
-import { assertInteger, assertPositive } from './validate.js';
+import { assertInteger, assertKnownOptions, assertPositive } from './validate.js';
 
 /** Largest capacity a limit accepts: leaves every sum of tokens and costs exact in a double. */
 export const MAX_CAPACITY = 1_000_000_000;
@@ -55,6 +55,7 @@ export function defineLimit(options: LimitOptions): LimitSpec {
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new ConfigError('limit', options, 'an object');
   }
+  assertKnownOptions('', options, ['capacity', 'refillPerSecond', 'name']);
   const capacity = assertInteger('capacity', options.capacity, 1, MAX_CAPACITY);
   const refillPerSecond = assertPositive('refillPerSecond', options.refillPerSecond, MAX_REFILL_PER_SECOND);
   if (refillPerSecond < MIN_REFILL_PER_SECOND) {

@@ -2,7 +2,7 @@
 
 import { ConfigError } from './errors.js';
 import { defineLimit, type LimitSpec, MAX_CAPACITY } from './limit.js';
-import { assertInteger } from './validate.js';
+import { assertInteger, assertKnownOptions } from './validate.js';
 
 /** Options of the `perSecond`, `perMinute` and `perHour` helpers. */
 export interface RateOptions {
@@ -51,6 +51,7 @@ function perPeriod(count: number, seconds: number, suffix: string, options: Rate
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new ConfigError('options', options, 'an object');
   }
+  assertKnownOptions('', options, ['burst', 'name']);
   if (options.burst !== undefined) assertInteger('burst', options.burst, 1, MAX_CAPACITY);
   return defineLimit({
     capacity: options.burst ?? count,

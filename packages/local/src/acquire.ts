@@ -65,6 +65,16 @@ export function assertAcquireOptions(options: unknown): {
   if (options === null || typeof options !== 'object' || Array.isArray(options))
     throw new ArgumentError('options', options, 'an object');
   const o = options as AcquireOptions;
+  // A misspelt option (`maxWait`) left the default wait of 10 s in force, silently.
+  for (const [name, value] of Object.entries(o)) {
+    if (value !== undefined && name !== 'maxWaitMs' && name !== 'signal') {
+      throw new ArgumentError(
+        name,
+        value,
+        'not set: it is not an option of acquire (known: maxWaitMs, signal)',
+      );
+    }
+  }
   const maxWaitMs = o.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
   if (
     typeof maxWaitMs !== 'number' ||

@@ -29,6 +29,7 @@ const {
   assertClock,
   assertCost,
   assertKey,
+  assertKnownOptions,
   assertLimits,
   fullBucket,
   msUntilFull,
@@ -113,6 +114,7 @@ export class LocalLimiter implements SyncLimiter {
   constructor(options: LocalLimiterOptions) {
     if (options === null || typeof options !== 'object')
       throw new ConfigError('options', options, 'an object');
+    assertKnownOptions('', options, ['limits', 'maxKeys', 'clock', 'shadow']);
     this.#limits = assertLimits('limits', options.limits);
     const maxKeys = resolveMaxKeys(options.maxKeys);
     this.#clock = options.clock === undefined ? performance : assertClock('clock', options.clock);

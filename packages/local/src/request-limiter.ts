@@ -11,7 +11,12 @@ import type {
 import { ClosedError, ConfigError, denyDecision, internal } from '@tiered-limiter/core';
 import { assertBlockMs, BlockList } from './block-list.js';
 import { DenialMemory } from './denial-memory.js';
-import { decisionOf, GuardedStore, type StoreLimiterOptions } from './guard/guarded-store.js';
+import {
+  decisionOf,
+  GuardedStore,
+  STORE_LIMITER_OPTION_NAMES,
+  type StoreLimiterOptions,
+} from './guard/guarded-store.js';
 import { assertTokens } from './management.js';
 import { resolveMaxKeys } from './table.js';
 
@@ -20,6 +25,7 @@ const {
   assertClock,
   assertCost,
   assertKey,
+  assertKnownOptions,
   assertLimits,
   smallestCapacity,
   tightestWhenFull,
@@ -89,6 +95,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     super();
     if (options === null || typeof options !== 'object')
       throw new ConfigError('options', options, 'an object');
+    assertKnownOptions('', options, [...STORE_LIMITER_OPTION_NAMES, 'maxKeys', 'rememberDenials']);
     this.#clock = options.clock === undefined ? performance : assertClock('clock', options.clock);
     this.#limits = assertLimits('limits', options.limits);
     this.#maxCost = smallestCapacity(this.#limits);

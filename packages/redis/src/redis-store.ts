@@ -22,7 +22,7 @@ import {
 import { type EncodableOp, encodeOps, readReplies } from './ops-codec.js';
 import { APPLY_SCRIPT } from './scripts.js';
 
-const { assertInteger } = internal;
+const { assertInteger, assertKnownOptions } = internal;
 
 /** Options of `RedisStore`. */
 export interface RedisStoreOptions {
@@ -103,6 +103,7 @@ export class RedisStore implements GlobalStore {
     if (options === null || typeof options !== 'object') {
       throw new ConfigError('options', options, 'an object with a `redis` client');
     }
+    assertKnownOptions('', options, ['redis', 'prefix', 'coalesce', 'shards', 'keepAfterFullMs']);
     this.#client = adapterFor(options.redis);
     this.#prefix = assertPrefix(options.prefix ?? DEFAULT_PREFIX);
     this.#shards =
@@ -272,6 +273,7 @@ function coalescerFor(
   if (o === null || typeof o !== 'object' || Array.isArray(o)) {
     throw new ConfigError('coalesce', options, 'an object or false');
   }
+  assertKnownOptions('coalesce', o, ['maxKeysPerCall', 'maxInFlight']);
   return new Coalescer(
     send,
     assertInteger('coalesce.maxKeysPerCall', o.maxKeysPerCall ?? DEFAULT_MAX_KEYS_PER_CALL, 1, 10_000),

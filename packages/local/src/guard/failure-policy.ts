@@ -14,8 +14,15 @@ import {
 import { DEFAULT_CLOSED_RETRY_AFTER_MS, MAX_MAX_KEYS } from '../defaults.js';
 import { LocalLimiter } from '../local-limiter.js';
 
-const { assertInteger, assertLimits, assertObject, assertOneOf, smallestCapacity, tightestWhenFull } =
-  internal;
+const {
+  assertInteger,
+  assertKnownOptions,
+  assertLimits,
+  assertObject,
+  assertOneOf,
+  smallestCapacity,
+  tightestWhenFull,
+} = internal;
 
 const POLICIES: readonly FailurePolicy[] = ['open', 'closed', 'local'];
 
@@ -85,6 +92,7 @@ export class FailurePolicyDecider {
       options.fallback === undefined
         ? undefined
         : assertObject<LocalFallbackOptions>('fallback', options.fallback);
+    if (fallback !== undefined) assertKnownOptions('fallback', fallback, ['instances', 'limits', 'maxKeys']);
     this.#limits = limits;
     const local = this.policy === 'local' ? localFallback(fallback, limits, clock) : undefined;
     this.#local = local?.limiter;

@@ -33,6 +33,19 @@ export interface StoreLimiterOptions extends StoreGuardOptions, FailurePolicyOpt
   shadow?: boolean;
 }
 
+/** Every option of `StoreLimiterOptions`: each limiter over a store refuses names beyond its own. */
+export const STORE_LIMITER_OPTION_NAMES: readonly string[] = [
+  'store',
+  'limits',
+  'shadow',
+  'timeoutMs',
+  'breaker',
+  'clock',
+  'failurePolicy',
+  'fallback',
+  'closedRetryAfterMs',
+];
+
 /** Decisions counted by the tier that made them, and by outcome. */
 export type DecisionCounts = Record<DecisionTier | 'allowed' | 'denied', number>;
 
@@ -57,7 +70,8 @@ export class GuardedStore {
     this.store = assertStore(options.store);
     this.shadow = options.shadow === undefined ? false : assertBoolean('shadow', options.shadow);
     this.#policy = new FailurePolicyDecider(options, limits, clock);
-    this.guard = new StoreGuard({ ...options, clock });
+    // The guard's own options only: it refuses names it does not know.
+    this.guard = new StoreGuard({ timeoutMs: options.timeoutMs, breaker: options.breaker, clock });
     this.guard.relayTo(events);
   }
 

@@ -10,7 +10,7 @@ import {
 } from '@tiered-limiter/core';
 import { DEFAULT_COOLDOWN_MS, DEFAULT_FAILURE_THRESHOLD, DEFAULT_TIMEOUT_MS } from '../defaults.js';
 
-const { assertClock, assertInteger } = internal;
+const { assertClock, assertInteger, assertKnownOptions } = internal;
 
 /** Options of the circuit breaker inside a `StoreGuard`. */
 export interface BreakerOptions {
@@ -108,6 +108,7 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
 
   constructor(options: StoreGuardOptions = {}) {
     super();
+    assertKnownOptions('', options, ['timeoutMs', 'breaker', 'clock']);
     this.timeoutMs = assertInteger('timeoutMs', options.timeoutMs ?? DEFAULT_TIMEOUT_MS, 1, 60_000);
     const breaker = options.breaker ?? {};
     if (breaker !== false && (breaker === null || typeof breaker !== 'object' || Array.isArray(breaker))) {
@@ -115,6 +116,7 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
     }
     this.#breakerEnabled = breaker !== false;
     const b = breaker === false ? {} : breaker;
+    assertKnownOptions('breaker', b, ['failureThreshold', 'cooldownMs']);
     this.#threshold = assertInteger(
       'breaker.failureThreshold',
       b.failureThreshold ?? DEFAULT_FAILURE_THRESHOLD,

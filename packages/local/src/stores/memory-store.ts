@@ -15,7 +15,7 @@ import type { LRUCache } from 'lru-cache';
 import { DEFAULT_MEMORY_STORE_MAX_KEYS, MAX_MAX_KEYS } from '../defaults.js';
 import { lruTable } from '../table.js';
 
-const { assertClock, assertInteger, resetSharedBucket, settleSharedBucket } = internal;
+const { assertClock, assertInteger, assertKnownOptions, resetSharedBucket, settleSharedBucket } = internal;
 
 /** Options of `MemoryStore`. */
 export interface MemoryStoreOptions {
@@ -62,6 +62,7 @@ export class MemoryStore implements GlobalStore {
   constructor(options: MemoryStoreOptions = {}) {
     if (options === null || typeof options !== 'object' || Array.isArray(options))
       throw new ConfigError('options', options, 'an object');
+    assertKnownOptions('', options, ['clock', 'maxKeys']);
     this.#clock = options.clock === undefined ? performance : assertClock('clock', options.clock);
     const maxKeys = assertInteger(
       'maxKeys',

@@ -1,7 +1,7 @@
 import { ConfigError, type FailurePolicy, internal, type LimitSpec } from '@tiered-limiter/core';
 import { DEFAULT_FLEET_CALLS_PER_SECOND } from '../defaults.js';
 
-const { assertInteger, assertObject, assertOneOf } = internal;
+const { assertInteger, assertKnownOptions, assertObject, assertOneOf } = internal;
 
 /** The periodic sync of `TieredLimiter` (see `Syncer`). */
 export interface SyncOptions {
@@ -84,6 +84,7 @@ export interface ColdStartConfig {
 export function resolveSync(sync: unknown): SyncConfig | undefined {
   if (sync === false) return undefined;
   const o = sync === undefined ? {} : assertObject<SyncOptions>('sync', sync);
+  assertKnownOptions('sync', o, ['fleetCallsPerSecond']);
   return {
     budget: assertInteger(
       'sync.fleetCallsPerSecond',
@@ -108,6 +109,7 @@ export function resolveColdStart(
 ): ColdStartConfig | undefined {
   if (coldStart === undefined) return undefined;
   const o = assertObject<ColdStartOptions>('coldStart', coldStart);
+  assertKnownOptions('coldStart', o, ['mode', 'credit', 'spacingMs']);
   if (assertOneOf('coldStart.mode', o.mode, ['exact', 'optimistic'] as const) === 'exact') return undefined;
   if (policy === 'closed') {
     throw new ConfigError(

@@ -12,7 +12,7 @@ import {
   MIN_LEASE_GRACE_MS,
 } from '../defaults.js';
 import type { LocalFallbackOptions } from '../guard/failure-policy.js';
-import type { StoreLimiterOptions } from '../guard/guarded-store.js';
+import { STORE_LIMITER_OPTION_NAMES, type StoreLimiterOptions } from '../guard/guarded-store.js';
 import { resolveMaxKeys } from '../table.js';
 import type { BatchPolicy } from './batch-size.js';
 import {
@@ -25,7 +25,23 @@ import {
   syncPeriodMs,
 } from './fleet-options.js';
 
-const { assertBoolean, assertInRange, assertInteger, assertObject, smallestCapacity } = internal;
+const { assertBoolean, assertInRange, assertInteger, assertKnownOptions, assertObject, smallestCapacity } =
+  internal;
+
+/** Every top-level option of `TieredLimiter` (`coarseTickMs`, removed, is refused with its own reason). */
+const TIERED_OPTION_NAMES: readonly string[] = [
+  ...STORE_LIMITER_OPTION_NAMES,
+  'instances',
+  'lease',
+  'maxKeys',
+  'maxConcurrentRefills',
+  'exactClock',
+  'closeTimeoutMs',
+  'sync',
+  'coldStart',
+  'instanceId',
+  'coarseTickMs',
+];
 
 /** Lease options of `TieredLimiter`. */
 export interface LeaseOptions {
@@ -134,6 +150,7 @@ export function resolveTieredOptions(
   options: TieredLimiterOptions,
   limits: readonly LimitSpec[],
 ): TieredConfig {
+  assertKnownOptions('', options, TIERED_OPTION_NAMES);
   const instances =
     options.instances === undefined ? undefined : assertInteger('instances', options.instances, 1, 1_000_000);
   const fallback =
@@ -145,6 +162,7 @@ export function resolveTieredOptions(
       ? { ...options, fallback: { ...fallback, instances: fallback?.instances ?? instances } }
       : options;
   const lease = options.lease === undefined ? {} : assertObject<LeaseOptions>('lease', options.lease);
+  assertKnownOptions('lease', lease, ['ttlMs', 'horizonMs', 'minBatch', 'maxBatch', 'lowWater']);
   const sync = resolveSync(options.sync);
   if (sync !== undefined && lease.ttlMs !== undefined) {
     throw new ConfigError(
