@@ -1,4 +1,4 @@
-import { ConfigError } from '@tiered-limiter/core';
+import { ConfigError, internal } from '@tiered-limiter/core';
 import { DEFAULT_READY_TIMEOUT_MS } from './defaults.js';
 
 /** An ioredis or iovalkey `Redis` or `Cluster`, as far as readiness goes. */
@@ -16,6 +16,9 @@ interface NodeRedisReadiness {
 }
 
 const POLL_MS = 10;
+
+/** Node's longest timer: a longer one (`Infinity` included) fires after 1 ms instead. */
+const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * Resolves once `client` can take commands, which the recommended options need (with no offline
@@ -35,6 +38,8 @@ const POLL_MS = 10;
  * await whenReady(redis);
  */
 export async function whenReady(client: object, timeoutMs = DEFAULT_READY_TIMEOUT_MS): Promise<void> {
+  // Unchecked, `Infinity` (or anything past Node's longest timer) gave up after 1 ms, and NaN at once.
+  internal.assertInteger('timeoutMs', timeoutMs, 1, MAX_TIMER_MS);
   if (client !== null && typeof client === 'object' && 'status' in client && 'once' in client) {
     const io = client as IoredisReadiness;
     await statusReady(io, timeoutMs);
