@@ -134,3 +134,42 @@ describe('observeLimiter and instrumentStore refuse bad input at once, naming it
     await otel.shutdown();
   });
 });
+
+describe('the fleet gauge', () => {
+  it('reports the instances alive, not the declared floor: one alive of 4 declared reads 1', async () => {
+    const otel = sdk();
+    const store = new MemoryStore();
+    const limiter = new TieredLimiter({ store, limits: LIMIT, failurePolicy: 'open', instances: 4 });
+    const observation = observeLimiter(limiter, otel.meter);
+    await limiter.consume('k');
+    // The sync's first heartbeat: bounded in time, not in tries.
+    const deadline = Date.now() + 3_000;
+    while (limiter.stats().liveInstances === undefined && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const gauge = (await otel.collect()).get(METRICS.instances);
+    expect(((gauge?.dataPoints ?? []) as DataPoint<number>[]).map((p) => p.value)).toEqual([1]);
+    expect(limiter.stats()).toMatchObject({ instances: 4, liveInstances: 1 });
+    observation.stop();
+    await limiter.close();
+    await otel.shutdown();
+  });
+
+  it('reports nothing where the limiter counts no fleet (no sync): the declared size is no count', async () => {
+    const otel = sdk();
+    const limiter = new TieredLimiter({
+      store: new MemoryStore(),
+      limits: LIMIT,
+      failurePolicy: 'open',
+      instances: 4,
+      sync: false,
+    });
+    const observation = observeLimiter(limiter, otel.meter);
+    await limiter.consume('k');
+    const gauge = (await otel.collect()).get(METRICS.instances);
+    expect(gauge?.dataPoints ?? []).toEqual([]);
+    observation.stop();
+    await limiter.close();
+    await otel.shutdown();
+  });
+});

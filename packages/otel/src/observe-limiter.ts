@@ -43,7 +43,12 @@ export interface ObservedStats extends LimiterStats {
   readonly fallbackMs?: number;
   /** Whether the store is considered down now. */
   readonly degraded?: boolean;
-  /** Live instances of the fleet (a number, or an object with `live`). */
+  /**
+   * Instances alive as the store counts them (`TieredLimiter`); where `stats()` has this key, the
+   * fleet gauge reads it alone, since `instances` there is a floor of the declared size.
+   */
+  readonly liveInstances?: number | undefined;
+  /** Live instances of the fleet (a number, or an object with `live`), where `liveInstances` is not kept. */
   readonly instances?:
     | number
     | {
@@ -159,7 +164,14 @@ export function observeLimiter(
     if (stats.fallbackMs !== undefined) result.observe(degradedTime, stats.fallbackMs / 1000, base);
     const down = stats.degraded ?? limiter.degraded;
     if (down !== undefined) result.observe(degraded, down ? 1 : 0, base);
-    const live = typeof stats.instances === 'number' ? stats.instances : stats.instances?.live;
+    // A TieredLimiter's `instances` never reads below the declared size (and is the declared size
+    // alone without the sync): as the gauge of live instances it said 4 with one instance alive.
+    const live =
+      'liveInstances' in stats
+        ? stats.liveInstances
+        : typeof stats.instances === 'number'
+          ? stats.instances
+          : stats.instances?.live;
     if (live !== undefined) result.observe(instances, live, base);
   };
   meter.addBatchObservableCallback(callback, observables);

@@ -39,6 +39,11 @@ export class FleetRegistry {
     return Math.max(this.#live ?? 1, this.#declared ?? 1);
   }
 
+  /** The live count of the last heartbeat the store answered; `undefined` before one, or without a registry. */
+  get live(): number | undefined {
+    return this.#live;
+  }
+
   /**
    * Since when, unbroken, the fleet has been known to be no larger than the declared `instances`,
    * as of `nowMs`; `undefined` when it is not now. Known means: the last answered heartbeat counted

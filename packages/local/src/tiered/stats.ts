@@ -65,6 +65,12 @@ export interface TieredLimiterStats extends LimiterStats {
   readonly tokensOptimistic: number;
   /** The fleet size the limiter sizes leases by: the store's live count, at least the declared one. */
   readonly instances: number | undefined;
+  /**
+   * Instances alive as the store last counted them (the periodic sync's heartbeats), below the
+   * declared `instances` too; `undefined` without the sync, with a store that keeps no registry,
+   * or before its first answer.
+   */
+  readonly liveInstances: number | undefined;
   /** The periodic sync's period now, in ms (`undefined` without the sync). */
   readonly syncPeriodMs: number | undefined;
   /**
@@ -129,6 +135,7 @@ export function tieredStats(parts: TieredParts): TieredLimiterStats {
     keys: leases.size,
     keysSeenOnce: sightings.size,
     instances: syncer?.instances ?? config.instances,
+    liveInstances: syncer?.fleet.live,
     syncPeriodMs: syncer?.periodMs,
     clockThread: parts.hotClock.view !== undefined,
   };
