@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ConfigError, type LimitSpec } from '@tiered-limiter/core';
+import { ArgumentError, ConfigError, type LimitSpec } from '@tiered-limiter/core';
 
 /** What every key of a `RedisStore` starts with unless its `prefix` option says otherwise. */
 export const DEFAULT_PREFIX = 'tl';
@@ -110,6 +110,12 @@ export function bucketKeys(
  * `shards`. Stable across processes and versions, so every instance puts a key in the same shard.
  */
 export function shardOf(tag: string, shards: number): number {
+  // An operator's `bucketKey(prefix, key, name, 0)` read `prefix:{sNaN}:…`, a key no store writes;
+  // a store's own `shards` was checked at construction, so this costs its ops a comparison.
+  // The hash itself takes any modulus (a store allows 1 to MAX_SHARDS; keys.test.ts checks 2^31).
+  if (!Number.isSafeInteger(shards) || shards < 1) {
+    throw new ArgumentError('shards', shards, 'a whole number from 1');
+  }
   let hash = 0x811c9dc5;
   for (let i = 0; i < tag.length; i++) {
     hash ^= tag.charCodeAt(i);
