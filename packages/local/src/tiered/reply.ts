@@ -25,7 +25,9 @@ export function applyReply(
   config: TieredConfig,
   lifeMs: number = config.timing.ttlMs,
 ): ReplyEffect {
-  counters.latency(nowMs - sentAt);
+  // Refills alone (a lease or a take): a sync's hand-back of an ended grant is no refill, and
+  // counting it put the count at twice the refills sent on a key the sync kept.
+  if (op.reserve !== undefined || op.take !== undefined) counters.latency(nowMs - sentAt);
   counters.tokensRefunded += returned(op);
   const leased = op.reserve === undefined ? 0 : reply.granted;
   // A take's tokens are spent already: they are the waiter's that asked for them, at once.
