@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { ArgumentError } from '@tiered-limiter/core';
 import { UNKNOWN_CLIENT_KEY } from './defaults.js';
 
 const MAPPED_V4 = /^::ffff:(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})$/i;
@@ -22,6 +23,11 @@ const WITH_PORT = /^(?:\[([0-9a-f:.]+)\]|(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})):\
  * const behindLoadBalancer = clientIp(req, 1);
  */
 export function clientIp(req: IncomingMessage, trustProxy = 0): string {
+  // The middleware checks its own option; a caller's 1.5 read hops[0.5], and the request threw a
+  // TypeError once an X-Forwarded-For arrived.
+  if (!(Number.isInteger(trustProxy) && trustProxy >= 0)) {
+    throw new ArgumentError('trustProxy', trustProxy, 'a whole number from 0 (trusted proxies in front)');
+  }
   let address = req.socket.remoteAddress;
   if (trustProxy > 0 && address !== undefined) {
     const forwarded = req.headers['x-forwarded-for'];

@@ -1,5 +1,5 @@
 import { BlockList, isIP, isIPv6 } from 'node:net';
-import { ConfigError } from '@tiered-limiter/core';
+import { ArgumentError, ConfigError } from '@tiered-limiter/core';
 import { DEFAULT_IPV6_SUBNET } from './defaults.js';
 
 const MAPPED_V4 = /^::ffff:(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})$/i;
@@ -17,6 +17,11 @@ const MAPPED_V4 = /^::ffff:(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})$/i;
  * ipKey('::ffff:203.0.113.7'); // '203.0.113.7'
  */
 export function ipKey(address: string, ipv6Subnet: number | false = DEFAULT_IPV6_SUBNET): string {
+  // The middleware checks its own option; a caller's `ipKey(ip, 0)` or `-1` keyed every IPv6
+  // client as `::/0` (one bucket for all of them), and 200 or NaN wrote a prefix no network has.
+  if (ipv6Subnet !== false && !(Number.isInteger(ipv6Subnet) && ipv6Subnet >= 1 && ipv6Subnet <= 128)) {
+    throw new ArgumentError('ipv6Subnet', ipv6Subnet, 'a whole number from 1 to 128, or false');
+  }
   const mapped = MAPPED_V4.exec(address);
   if (mapped) return mapped[1]!;
   if (!isIPv6(address)) return address;
