@@ -1,8 +1,20 @@
-import { type Decision, internal, type LimitSpec } from '@tiered-limiter/core';
+import { ArgumentError, type Decision, internal, type LimitSpec } from '@tiered-limiter/core';
 import { DEFAULT_DEGRADED_HEADER } from './defaults.js';
 import { wholeSeconds } from './seconds.js';
 
 const { assertLimits } = internal;
+
+/** An HTTP field name (RFC 9110 token). */
+const FIELD_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
+
+/** The options of `rateLimitHeaders`. */
+const HEADER_OPTION_NAMES: readonly string[] = ['standardHeaders', 'legacyHeaders', 'degradedHeader'];
+
+/** No options: the defaults, checked once. */
+const NO_OPTIONS: RateLimitHeaderOptions = Object.freeze({});
+
+/** Options objects already checked: a caller (the middleware) passes the same one per request. */
+const checkedOptions = new WeakSet<object>([NO_OPTIONS]);
 
 /** One limit as `RateLimit-Policy` announces it. */
 export interface PolicyItem {
@@ -132,9 +144,10 @@ function policyOf(option: string, limits: LimitSpec | readonly LimitSpec[]): Rat
 export function rateLimitHeaders(
   decision: Decision,
   policy: RateLimitPolicy,
-  options: RateLimitHeaderOptions = {},
+  options: RateLimitHeaderOptions = NO_OPTIONS,
   cost?: number,
 ): RateLimitHeaders {
+  if (!checkedOptions.has(options)) checkHeaderOptions(options);
   const headers: RateLimitHeaders = {};
   const standard = options.standardHeaders !== false;
   const local = decision.tier === 'fallback' && decision.policy === 'local';
@@ -206,4 +219,46 @@ function itemOf(name: string, policy: RateLimitPolicy): PolicyItem {
 /** A structured-field String (RFC 8941 §3.3.3): quoted, with `\` and `"` escaped. */
 function quote(name: string): string {
   return `"${name.replace(/[\\"]/g, '\\$&')}"`;
+}
+
+/**
+ * Checks `rateLimitHeaders`' options as the middleware checks its own, once per object: unchecked,
+ * `standardHeaders: true` or `'draft-7'` sent draft-11 fields, `legacyHeaders: 'false'` sent the
+ * legacy ones, a misspelt name was ignored, and a `degradedHeader` that is no field name made
+ * `res.setHeader` throw on the first degraded response.
+ */
+function checkHeaderOptions(options: unknown): void {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new ArgumentError('options', options, 'an object');
+  }
+  const o = options as Record<string, unknown>;
+  for (const [name, value] of Object.entries(o)) {
+    if (value !== undefined && !HEADER_OPTION_NAMES.includes(name)) {
+      throw new ArgumentError(
+        name,
+        value,
+        `not set: it is not an option (known: ${HEADER_OPTION_NAMES.join(', ')})`,
+      );
+    }
+  }
+  const { standardHeaders, legacyHeaders, degradedHeader } = o;
+  if (
+    standardHeaders !== undefined &&
+    standardHeaders !== 'draft-11' &&
+    standardHeaders !== 'draft-10' &&
+    standardHeaders !== false
+  ) {
+    throw new ArgumentError('standardHeaders', standardHeaders, "'draft-11', 'draft-10' or false");
+  }
+  if (legacyHeaders !== undefined && typeof legacyHeaders !== 'boolean') {
+    throw new ArgumentError('legacyHeaders', legacyHeaders, 'true or false');
+  }
+  if (
+    degradedHeader !== undefined &&
+    degradedHeader !== false &&
+    !(typeof degradedHeader === 'string' && FIELD_NAME.test(degradedHeader))
+  ) {
+    throw new ArgumentError('degradedHeader', degradedHeader, 'a header name, or false');
+  }
+  checkedOptions.add(options);
 }
