@@ -78,7 +78,7 @@ const STATS = {
   allowed: 10,
   denied: 3,
   decisions: { lease: 6, global: 3, fallback: 2, local: 2 },
-  roundTrips: 4,
+  storeOps: 4,
   tokensLeased: 20,
   tokensTaken: 1,
   tokensOptimistic: 2,

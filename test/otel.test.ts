@@ -87,7 +87,7 @@ describe('observeLimiter and instrumentStore', () => {
         stats.decisions[tier],
       );
     }
-    expect(pointValue(metrics.get(METRICS.roundTrips))).toBe(stats.roundTrips);
+    expect(pointValue(metrics.get(METRICS.storeOperations))).toBe(stats.storeOps);
     // The key's first request was a take (a key seen once keeps no lease); the rest were leased.
     expect(pointValue(metrics.get(METRICS.tokens), { [ATTRIBUTES.tokenState]: 'leased' })).toBe(
       stats.tokensLeased,
@@ -190,7 +190,7 @@ describe('observeLimiter and instrumentStore', () => {
     expect(
       pointValue(during.get(METRICS.decisionsByTier), { [ATTRIBUTES.tier]: 'fallback' }),
     ).toBeGreaterThan(0);
-    expect(pointValue(during.get(METRICS.roundTrips))).toBe(limiter.stats().storeCalls);
+    expect(pointValue(during.get(METRICS.storeOperations))).toBe(limiter.stats().storeOps);
     await sleepAtLeast(400);
     // Bounded by time, not by a count of tries: on a loaded machine a probe can miss the 20 ms
     // timeout, and each miss costs a cooldown.

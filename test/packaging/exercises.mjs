@@ -354,7 +354,7 @@ export const exercises = {
         [1, { name: 'x', 'tiered_limiter.outcome': 'allowed' }],
         [0, { name: 'x', 'tiered_limiter.outcome': 'denied' }],
       ]);
-      assert.equal(points['tiered_limiter.store.round_trips'][0][0], 1);
+      assert.equal(points['tiered_limiter.store.operations'][0][0], 1);
       observation.stop();
       assert.deepEqual(meter.collect(), {});
       await limiter.close();

@@ -60,8 +60,11 @@ export interface RequestLimiterStats extends LimiterStats {
     /** Decided in process: a blocked key, or (`rememberDenials`) one the store turned away. */
     readonly local: number;
   };
-  /** Calls sent to the store. */
-  readonly storeCalls: number;
+  /**
+   * Operations sent to the store. A store that coalesces (`RedisStore`) carries many in one call;
+   * its own `stats().calls` counts the round trips.
+   */
+  readonly storeOps: number;
   /** Store calls that failed or timed out. */
   readonly storeFailures: number;
   /** Milliseconds spent degraded (store considered down), the current spell included. */
@@ -89,7 +92,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   readonly #denials: DenialMemory | undefined;
   readonly #clock: Clock;
   #closed = false;
-  #storeCalls = 0;
+  #storeOps = 0;
 
   constructor(options: RequestLimiterOptions) {
     super();
@@ -172,10 +175,10 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     this.#blocked.unblock(key);
     this.#denials?.forget(key);
     const limits = this.#limits;
-    // Counted as it is sent, as every other call is: `storeCalls` missed each reset.
+    // Counted as it is sent, as every other call is: `storeOps` missed each reset.
     return this.#store.guard
       .run(() => {
-        this.#storeCalls++;
+        this.#storeOps++;
         return this.#store.store.reset(key, limits);
       })
       .then((r) => r.ok);
@@ -219,7 +222,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
       decisions: { global: counts.global, fallback: counts.fallback, local: counts.local },
       allowed: counts.allowed,
       denied: counts.denied,
-      storeCalls: this.#storeCalls,
+      storeOps: this.#storeOps,
       storeFailures: this.#store.guard.failures,
       fallbackMs: this.#store.guard.degradedMs,
     };
@@ -250,7 +253,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   }
 
   #sent(op: BucketOp): BucketOp {
-    this.#storeCalls++;
+    this.#storeOps++;
     return op;
   }
 }

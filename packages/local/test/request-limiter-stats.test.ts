@@ -24,7 +24,7 @@ class CountingStore implements GlobalStore {
   }
 }
 
-describe('RequestLimiter stats().storeCalls', () => {
+describe('RequestLimiter stats().storeOps', () => {
   it('counts every call sent to the store: consume, peek, reward, penalty and reset', async () => {
     const store = new CountingStore();
     const limiter = new RequestLimiter({
@@ -39,7 +39,7 @@ describe('RequestLimiter stats().storeCalls', () => {
     await limiter.reset('k');
     await limiter.reset('k');
     expect(store.calls).toBe(6);
-    expect(limiter.stats().storeCalls).toBe(store.calls);
+    expect(limiter.stats().storeOps).toBe(store.calls);
     await limiter.close();
   });
 });

@@ -76,7 +76,7 @@ describe('RequestLimiter', () => {
     expect(store.count('take')).toBe(11);
     clock.advance(100);
     expect(await limiter.consume('k')).toMatchObject({ allowed: true });
-    expect(limiter.stats()).toMatchObject({ allowed: 11, denied: 1, storeCalls: 12, storeFailures: 0 });
+    expect(limiter.stats()).toMatchObject({ allowed: 11, denied: 1, storeOps: 12, storeFailures: 0 });
   });
 
   it('checks several limits all-or-nothing', async () => {

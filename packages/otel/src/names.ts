@@ -10,8 +10,11 @@ export const METRICS = Object.freeze({
   decisions: 'tiered_limiter.decisions',
   /** Decisions by the tier that made them (`tiered_limiter.tier`). Counter, `{decision}`. */
   decisionsByTier: 'tiered_limiter.decisions.by_tier',
-  /** Calls sent to the shared store (refills and hand-backs, or per-request takes). Counter, `{call}`. */
-  roundTrips: 'tiered_limiter.store.round_trips',
+  /**
+   * Operations sent to the shared store (refills and hand-backs, or per-request takes); a store that
+   * coalesces, as `RedisStore` does, carries many in one call. Counter, `{operation}`.
+   */
+  storeOperations: 'tiered_limiter.store.operations',
   /** Tokens by what became of them (`tiered_limiter.token.state`). Counter, `{token}`. */
   tokens: 'tiered_limiter.tokens',
   /** Tokens held in leases now. UpDownCounter, `{token}`. */

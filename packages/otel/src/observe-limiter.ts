@@ -21,10 +21,8 @@ const METER_METHODS = [
 export interface ObservedStats extends LimiterStats {
   /** Decisions by the tier that made them. */
   readonly decisions?: Readonly<Record<string, number>>;
-  /** Store calls (`TieredLimiter`). */
-  readonly roundTrips?: number;
-  /** Store calls (`RequestLimiter`). */
-  readonly storeCalls?: number;
+  /** Operations sent to the store (`TieredLimiter`, `RequestLimiter`). */
+  readonly storeOps?: number;
   /** Tokens granted by the shared bucket as leases. */
   readonly tokensLeased?: number;
   /** Tokens a sparse key's take took (`TieredLimiter`: no lease kept). */
@@ -117,7 +115,11 @@ export function observeLimiter(
     meter.createObservableGauge(name, { description, unit });
   const decisions = counter(METRICS.decisions, 'Decisions by outcome', '{decision}');
   const byTier = counter(METRICS.decisionsByTier, 'Decisions by the tier that made them', '{decision}');
-  const roundTrips = counter(METRICS.roundTrips, 'Calls sent to the shared store', '{call}');
+  const storeOps = counter(
+    METRICS.storeOperations,
+    'Operations sent to the shared store (many may share one call)',
+    '{operation}',
+  );
   const tokens = counter(METRICS.tokens, 'Tokens by what became of them', '{token}');
   const degradedTime = counter(METRICS.degradedTime, 'Time spent with the store considered down', 's');
   const held = meter.createObservableUpDownCounter(METRICS.tokensHeld, {
@@ -133,7 +135,7 @@ export function observeLimiter(
   const observables: Observable[] = [
     decisions,
     byTier,
-    roundTrips,
+    storeOps,
     tokens,
     held,
     degradedTime,
@@ -147,8 +149,7 @@ export function observeLimiter(
     for (const [tier, count] of Object.entries(stats.decisions ?? {})) {
       result.observe(byTier, count, { ...base, [ATTRIBUTES.tier]: tier });
     }
-    const calls = stats.roundTrips ?? stats.storeCalls;
-    if (calls !== undefined) result.observe(roundTrips, calls, base);
+    if (stats.storeOps !== undefined) result.observe(storeOps, stats.storeOps, base);
     const states = {
       leased: stats.tokensLeased,
       taken: stats.tokensTaken,

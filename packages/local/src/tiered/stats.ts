@@ -17,8 +17,11 @@ export interface TieredLimiterStats extends LimiterStats {
      */
     readonly local: number;
   };
-  /** Store calls sent: refills plus settles. */
-  readonly roundTrips: number;
+  /**
+   * Store operations sent: refills plus settles. A store that coalesces (`RedisStore`) carries many
+   * in one call; its own `stats().calls` counts the round trips.
+   */
+  readonly storeOps: number;
   /** Refill (`reserve`) ops sent. */
   readonly refills: number;
   /** Settle ops sent (reports alone: expired or evicted leases, `close()`). */
@@ -119,7 +122,7 @@ export function tieredStats(parts: TieredParts): TieredLimiterStats {
     decisions: { lease: counts.lease, global: counts.global, fallback: counts.fallback, local: counts.local },
     allowed: counts.allowed,
     denied: counts.denied,
-    roundTrips: c.refills + c.refunds,
+    storeOps: c.refills + c.refunds,
     refills: c.refills,
     refunds: c.refunds,
     tokensLeased: c.tokensLeased,
