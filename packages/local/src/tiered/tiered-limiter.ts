@@ -232,7 +232,12 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     this.#limits = next;
     this.#maxCost = smallestCapacity(next);
     this.#parts.refiller.batching.resize();
-    for (const lease of this.#leases.values()) this.#parts.book.drain(lease);
+    for (const lease of this.#leases.values()) {
+      // A denial the old limits gave says nothing of the new ones (a renamed limit starts full, a
+      // faster rate refills sooner): it was kept until the old wait was over. A block stays.
+      lease.deniedUntilMs = lease.blockedUntilMs;
+      this.#parts.book.drain(lease);
+    }
   }
 
   /** Counters since the limiter was made. */
