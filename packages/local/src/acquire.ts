@@ -1,4 +1,11 @@
-import { ArgumentError, type Clock, ClosedError, type Decision, internal } from '@tiered-limiter/core';
+import {
+  ArgumentError,
+  type Clock,
+  ClosedError,
+  CostExceedsCapacityError,
+  type Decision,
+  internal,
+} from '@tiered-limiter/core';
 import { DEFAULT_MAX_WAIT_MS } from './defaults.js';
 
 const { assertInteger } = internal;
@@ -17,8 +24,9 @@ export interface AcquireOptions {
 
 /**
  * The outcome of `acquire`: `acquired` with the admitting decision, or the reason it gave
- * up (`timeout`, `aborted`, or `closed` when the limiter closed while it waited) with the last
- * denial it saw. Never a rejection.
+ * up (`timeout`, also when `setLimits` left a capacity below the cost while it waited; `aborted`;
+ * or `closed` when the limiter closed while it waited) with the last denial it saw. Never a
+ * rejection.
  */
 export interface AcquireResult {
   /** Whether the tokens were taken. */
@@ -126,6 +134,9 @@ export function acquireInLine(
         last = await attempt();
       } catch (error) {
         if (error instanceof ClosedError) return result('closed', last);
+        // `setLimits` lowered the capacity below the cost while it waited: no wait can admit it
+        // now, so it gives up as one whose next chance lies past `maxWaitMs` (never a rejection).
+        if (error instanceof CostExceedsCapacityError) return result('timeout', last);
         throw error;
       }
       if (last.allowed) return result('acquired', last);
