@@ -209,7 +209,10 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     return this.#parts.admin.reward(key, tokens);
   }
 
-  /** Takes `tokens` from `key`'s global buckets regardless (at most a capacity into debt). */
+  /**
+   * Takes `tokens` from `key`'s global buckets regardless (at most a capacity into debt); this
+   * instance's leased tokens of the key go back with it.
+   */
   penalty(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
     return this.#parts.admin.penalty(key, tokens);
