@@ -1,4 +1,10 @@
-import { defineLimit, type GlobalStore, type LimitSpec } from '@tiered-limiter/core';
+import {
+  type BucketOp,
+  type BucketReply,
+  defineLimit,
+  type GlobalStore,
+  type LimitSpec,
+} from '@tiered-limiter/core';
 import { MemoryStore, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -87,5 +93,57 @@ describe('TieredLimiter.setLimits and the denials it remembers', () => {
     await run(limiter, 'k', 6);
     limiter.setLimits(defineLimit({ capacity: 5, refillPerSecond: 0.001, name: 'renamed' }));
     expect((await run(limiter, 'k', 1))[0]).toMatchObject({ allowed: true, name: 'renamed' });
+  });
+});
+
+/** A store whose replies wait while it is `shut`; the ops themselves run at once. */
+class GatedStore implements GlobalStore {
+  shut = false;
+  readonly #inner: GlobalStore;
+  readonly #held: (() => void)[] = [];
+
+  constructor(inner: GlobalStore) {
+    this.#inner = inner;
+  }
+
+  /** Replies held back. */
+  get waiting(): number {
+    return this.#held.length;
+  }
+
+  apply(op: BucketOp): Promise<BucketReply> {
+    const answer = this.#inner.apply(op);
+    if (!this.shut) return answer;
+    return new Promise((resolve) => this.#held.push(() => resolve(answer)));
+  }
+
+  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
+    return this.#inner.reset(key, limits);
+  }
+
+  /** Lets every held reply land. */
+  open(): void {
+    this.shut = false;
+    for (const release of this.#held.splice(0)) release();
+  }
+}
+
+describe('TieredLimiter.setLimits while a lease is on its way', () => {
+  it('a grant made under the old limits and landing after setLimits goes back, as the drained leases did', async () => {
+    const clock = new FakeClock(1_000);
+    const store = new GatedStore(new MemoryStore({ clock }));
+    const limiter = tiered(store, clock, defineLimit({ capacity: 100, refillPerSecond: 1, name: 'api' }), 20);
+    store.shut = true;
+    // A minimum batch of 20 leases at the first request: the op runs, its reply waits.
+    const first = limiter.consume('k');
+    for (let i = 0; i < 10 && store.waiting === 0; i++) await settle();
+    expect(store.waiting).toBe(1);
+    limiter.setLimits(defineLimit({ capacity: 2, refillPerSecond: 1, name: 'api' }));
+    store.open();
+    const decisions = [await first, ...(await run(limiter, 'k', 30))];
+    // The new limit holds 2 tokens (the clock stands still); the old grant of 20 admitted 22.
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(2);
+    // And nothing of the old grant is kept to be spent later.
+    expect(limiter.stats().tokensHeld).toBe(0);
   });
 });

@@ -61,7 +61,7 @@ export class LeaseBook {
     this.#groupOf = groupOf;
     this.#promote = promote;
     this.#settlements = new Settlements(refiller, config.maxKeys, () => this.#wake());
-    refiller.onReply((lease, leased, dry) => this.#replied(lease, leased, dry));
+    refiller.onReply((lease, leased, dry, stale) => this.#replied(lease, leased, dry, stale));
     this.#timer = new BookTimer<LeaseBook>(this, LeaseBook.#onTimer, clock, this.#periodMs());
     dropped.register(owner, { timer: this.#timer, clock: hotClock.hold }, this);
     this.#rounds = new RoundPacer(clock, () => this.#periodMs(), {
@@ -206,7 +206,15 @@ export class LeaseBook {
     this.#hotClock.release();
   }
 
-  #replied(lease: Lease, leased: number, dry: boolean): void {
+  #replied(lease: Lease, leased: number, dry: boolean, stale: boolean): void {
+    if (stale) {
+      // Asked under limits `setLimits` has replaced: its grant goes back, as the leases setLimits
+      // drained did (a lease of 20 under a capacity lowered to 2 was spent here), and its denial
+      // says nothing of the new limits.
+      lease.deniedUntilMs = lease.blockedUntilMs;
+      this.#settlements.lateGrant(lease, leased);
+      return;
+    }
     if (lease.detached || this.#clock.now() < lease.blockedUntilMs) {
       this.#settlements.lateGrant(lease, leased);
       return;

@@ -42,7 +42,7 @@ export class Refiller {
   readonly #syncs = new SyncBatch();
   /** How big a lease request is; the sync reads its policy and sizes it for the fleet. */
   readonly batching: BatchSizer;
-  #onReply: (lease: Lease, leased: number, dry: boolean) => void = () => {};
+  #onReply: (lease: Lease, leased: number, dry: boolean, stale: boolean) => void = () => {};
 
   constructor(
     store: GuardedStore,
@@ -61,10 +61,11 @@ export class Refiller {
   }
 
   /**
-   * Called with every lease the store just answered for: the tokens it leased, and whether the
-   * key is dry (turned away, or granted tokens that left the bucket with none).
+   * Called with every lease the store just answered for: the tokens it leased, whether the key is
+   * dry (turned away, or granted tokens that left the bucket with none), and whether the op was
+   * made under limits `setLimits` has replaced since (`stale`).
    */
-  onReply(hook: (lease: Lease, leased: number, dry: boolean) => void): void {
+  onReply(hook: (lease: Lease, leased: number, dry: boolean, stale: boolean) => void): void {
     this.#onReply = hook;
   }
 
@@ -292,6 +293,6 @@ export class Refiller {
       this.#config,
       lifeMs,
     );
-    this.#onReply(lease, leased, dry);
+    this.#onReply(lease, leased, dry, op.limits !== this.#limits());
   }
 }
