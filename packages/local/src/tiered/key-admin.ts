@@ -5,6 +5,7 @@ import { decisionOf, type GuardedStore } from '../guard/guarded-store.js';
 import { assertTokens } from '../management.js';
 import { drainLease, type Lease } from './lease.js';
 import type { LeaseBook } from './lease-book.js';
+import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 
 /** What a two-tier limiter's management calls and cold path need of it. */
@@ -24,9 +25,12 @@ export interface KeyParts {
  */
 export class KeyAdmin {
   readonly #parts: KeyParts;
+  /** The limiter's lease timing, read for what a take may borrow now (it follows the sync). */
+  readonly #timing: TieredConfig['timing'];
 
-  constructor(parts: KeyParts) {
+  constructor(parts: KeyParts, timing: TieredConfig['timing']) {
     this.#parts = parts;
+    this.#timing = timing;
   }
 
   /** The global bucket plus this instance's lease, taking nothing. */
@@ -39,7 +43,9 @@ export class KeyAdmin {
       return denyDecision(blocked.blockedUntilMs - now, 0, blocked.resetMs, blocked.limit, 'local');
     }
     const limits = this.#parts.limits();
-    const result = await store.send(() => ({ key, limits }));
+    // A request's take or lease may borrow `aheadMs` of refill (the sync period): so may the look.
+    const aheadMs = this.#timing.aheadMs;
+    const result = await store.send(() => (aheadMs > 0 ? { key, limits, aheadMs } : { key, limits }));
     if (!result.ok) return store.policy.decide(key, 1, result.error);
     const lease = leases.peek(key);
     const held = lease === undefined ? 0 : book.live(lease);

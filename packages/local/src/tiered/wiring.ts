@@ -129,7 +129,7 @@ export function wireTiered(
       leases,
       book,
       syncer,
-      admin: new KeyAdmin(keyParts),
+      admin: new KeyAdmin(keyParts, config.timing),
       cold,
       sightings,
       leaseFor,
