@@ -152,20 +152,26 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     return this.#ask(key, cost, { key, limits: this.#limits, take: cost });
   }
 
-  /** What a request of cost 1 would get now, taking nothing (one store op, no tokens; none if blocked). */
+  /**
+   * What a request of cost 1 would get now, taking nothing (one store op, no tokens; none if
+   * blocked); in shadow mode admitted, with `shadowDenied`, as a request would be.
+   */
   peek(key: string): Promise<Decision> {
     this.#check(key);
     const blockedMs = this.#blocked.blockedFor(key);
+    const store = this.#store;
     if (blockedMs > 0) {
-      return Promise.resolve(denyDecision(blockedMs, 0, blockedMs, tightestWhenFull(this.#limits), 'local'));
+      return Promise.resolve(
+        store.looked(denyDecision(blockedMs, 0, blockedMs, tightestWhenFull(this.#limits), 'local')),
+      );
     }
     const limits = this.#limits;
-    return this.#store
+    return store
       .send(() => this.#sent({ key, limits }))
       .then((result) =>
-        result.ok
-          ? decisionOf(result.value, limits, 'global')
-          : this.#store.policy.decide(key, 1, result.error),
+        store.looked(
+          result.ok ? decisionOf(result.value, limits, 'global') : store.policy.decide(key, 1, result.error),
+        ),
       );
   }
 

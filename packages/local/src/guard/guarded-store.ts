@@ -118,6 +118,11 @@ export class GuardedStore {
     return this.shadow ? shadowOf(decision) : decision;
   }
 
+  /** What `peek` returns for `decision`: what a request would get (admitted, in shadow mode), uncounted. */
+  looked(decision: Decision): Decision {
+    return this.shadow ? shadowOf(decision) : decision;
+  }
+
   /** The failure policy's decision for `cost` tokens of `key`, counted. */
   byPolicy(key: string, cost: number, error: StoreError): Decision {
     return this.count(this.#policy.decide(key, cost, error));

@@ -33,8 +33,12 @@ export class KeyAdmin {
     this.#timing = timing;
   }
 
-  /** The global bucket plus this instance's lease, taking nothing. */
+  /** The global bucket plus this instance's lease, taking nothing; shadowed as a request would be. */
   async peek(key: string): Promise<Decision> {
+    return this.#parts.store.looked(await this.#look(key));
+  }
+
+  async #look(key: string): Promise<Decision> {
     const { store, leases, book, clock } = this.#parts;
     const blocked = leases.peek(key);
     const now = clock.now();
