@@ -45,14 +45,18 @@ export function applyReply(
   lease.replyAtMs = nowMs;
   lease.resetMs = reply.resetMs;
   lease.limit = op.limits[reply.limitIndex] ?? lease.limit;
-  // A denial is remembered only when no whole token is left: a cost above what is left must
-  // not turn away a smaller one the bucket still has.
+  // A denial is remembered only when no whole token is left, and only for one token: the wait
+  // is for what was asked, and a cost of 2 turned away kept a cost of 1 waiting for the second
+  // token (500 ms at 2/s) where the bucket could pay it sooner. A cost above what is left must not
+  // turn away a smaller one the bucket still has either.
   const asked = op.reserve !== undefined || op.take !== undefined;
-  const deniedUntil = !asked || reply.ok || reply.remaining > 0 ? 0 : nowMs + Math.max(1, reply.retryAfterMs);
+  const turnedAway = asked && !reply.ok && reply.remaining === 0;
+  const need = op.take ?? op.reserve?.min ?? 1;
+  const deniedUntil = turnedAway && need === 1 ? nowMs + Math.max(1, reply.retryAfterMs) : 0;
   lease.deniedUntilMs = deniedUntil > lease.blockedUntilMs ? deniedUntil : lease.blockedUntilMs;
   // A grant that left the bucket with nothing: at the key's limit, once it is spent the key is
   // as good as turned away (the lease book judges whether the key is at its limit).
-  return { leased, dry: deniedUntil > 0 || (leased > 0 && reply.remaining === 0) };
+  return { leased, dry: turnedAway || (leased > 0 && reply.remaining === 0) };
 }
 
 /** Tokens `op` hands back to the store. */
