@@ -1,0 +1,88 @@
+import { defineLimit } from '@tiered-limiter/core';
+import { RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
+import { RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
+import { uniquePrefix, whenReady } from '@tiered-limiter/test-harness';
+import type { Redis } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
+import { redisForFile } from './src/redis-for-file.js';
+
+// The management calls of both store-backed limiters on a real Redis, where the package tests
+// (packages/local/test: tiered-set-limits, tiered-penalty-lease, tiered-peek, peek-shadow) check them on a MemoryStore and fake time. Limits that refill one token per
+// 1,000 s keep every count exact in real time.
+const FIVE = defineLimit({ capacity: 5, refillPerSecond: 0.001, name: 'five' });
+const HUNDRED = defineLimit({ capacity: 100, refillPerSecond: 0.001, name: 'hundred' });
+
+const server = redisForFile();
+const open: { close(): Promise<void> }[] = [];
+const clients: Redis[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((l) => l.close()));
+  for (const c of clients.splice(0)) c.disconnect();
+});
+
+async function store() {
+  const redis = server.client({ ...recommendedRedisOptions });
+  clients.push(redis);
+  await whenReady(redis);
+  return new RedisStore({ redis, prefix: uniquePrefix('manage') });
+}
+
+const common = { failurePolicy: 'closed' as const, timeoutMs: 1_000 };
+
+/** How many of `n` decisions of `cost` for `key` are admitted, one after another. */
+async function admitted(limiter: TieredLimiter | RequestLimiter, key: string, n: number, cost = 1) {
+  let count = 0;
+  for (let i = 0; i < n; i++) {
+    const fast = limiter instanceof TieredLimiter ? limiter.tryConsume(key, cost) : undefined;
+    if ((fast ?? (await limiter.consume(key, cost))).allowed) count++;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  return count;
+}
+
+describe('management calls on a real Redis', () => {
+  it('setLimits to a renamed limit: a full bucket, though the old limit had denied', async () => {
+    const tiered = new TieredLimiter({ ...common, store: await store(), limits: FIVE, sync: false });
+    open.push(tiered);
+    expect(await admitted(tiered, 'k', 6)).toBe(5);
+    tiered.setLimits(defineLimit({ capacity: 5, refillPerSecond: 0.001, name: 'renamed' }));
+    expect(await admitted(tiered, 'k', 6)).toBe(5);
+  });
+
+  it('penalty into debt denies at once on both limiters, a lease held or not', async () => {
+    const request = new RequestLimiter({ ...common, store: await store(), limits: HUNDRED });
+    const tiered = new TieredLimiter({
+      ...common,
+      store: await store(),
+      limits: HUNDRED,
+      sync: false,
+      lease: { minBatch: 20 },
+    });
+    open.push(request, tiered);
+    for (const limiter of [request, tiered]) {
+      expect(await admitted(limiter, 'k', 3)).toBe(3);
+      expect(await limiter.penalty('k', 100)).toBe(true);
+      expect(await admitted(limiter, 'k', 20)).toBe(0);
+    }
+  });
+
+  it('peek with the periodic sync allows what a request that may borrow would get', async () => {
+    const ten = defineLimit({ capacity: 5, refillPerSecond: 10, name: 'ten' });
+    const tiered = new TieredLimiter({ ...common, store: await store(), limits: ten, instances: 200 });
+    open.push(tiered);
+    const mismatches: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      const peeked = await tiered.peek('k');
+      const allowed = (await admitted(tiered, 'k', 1)) === 1;
+      if (!peeked.allowed && allowed) mismatches.push(i);
+    }
+    expect(mismatches).toEqual([]);
+  });
+
+  it('peek in shadow mode admits, as a request would', async () => {
+    const request = new RequestLimiter({ ...common, store: await store(), limits: FIVE, shadow: true });
+    open.push(request);
+    await admitted(request, 'k', 6);
+    expect(await request.peek('k')).toMatchObject({ allowed: true, shadowDenied: true });
+  });
+});
