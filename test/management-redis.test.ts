@@ -49,6 +49,24 @@ describe('management calls on a real Redis', () => {
     expect(await admitted(tiered, 'k', 6)).toBe(5);
   });
 
+  it('setLimits to a renamed limit: the old lease goes back to the old bucket, creating nothing in the new', async () => {
+    // Its hand-back (a background op) and the next request's lease under the new name leave in one
+    // coalesced call, the lease first, in the same generation: sent under the new name, the hand-back
+    // of 19 was counted against that lease, and 119 were admitted from a bucket of 100.
+    const old = defineLimit({ capacity: 100, refillPerSecond: 0.001, name: 'old' });
+    const tiered = new TieredLimiter({
+      ...common,
+      store: await store(),
+      limits: old,
+      sync: false,
+      lease: { minBatch: 20 },
+    });
+    open.push(tiered);
+    expect(await admitted(tiered, 'k', 1)).toBe(1);
+    tiered.setLimits(defineLimit({ capacity: 100, refillPerSecond: 0.001, name: 'new' }));
+    expect(await admitted(tiered, 'k', 150)).toBe(100);
+  });
+
   it('penalty into debt denies at once on both limiters, a lease held or not', async () => {
     const request = new RequestLimiter({ ...common, store: await store(), limits: HUNDRED });
     const tiered = new TieredLimiter({

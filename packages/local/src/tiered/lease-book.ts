@@ -1,4 +1,4 @@
-import type { Clock } from '@tiered-limiter/core';
+import type { Clock, LimitSpec } from '@tiered-limiter/core';
 import { BookTimer } from './book-timer.js';
 import { inCallGroupOrder } from './call-groups.js';
 import { IDLE_BEAT_MS } from './fleet-registry.js';
@@ -170,10 +170,13 @@ export class LeaseBook {
     this.#settlements.settle(lease);
   }
 
-  /** `setLimits`: hands back what `lease` holds (taken under the old limits) and reports its spends. */
-  drain(lease: Lease): void {
+  /**
+   * `setLimits`: hands back what `lease` holds (taken under the old `limits`) and reports its
+   * spends, to the old limits' buckets.
+   */
+  drain(lease: Lease, limits: readonly LimitSpec[]): void {
     drainLease(lease);
-    this.#settlements.settle(lease);
+    this.#settlements.settle(lease, limits);
   }
 
   /**
@@ -206,13 +209,13 @@ export class LeaseBook {
     this.#hotClock.release();
   }
 
-  #replied(lease: Lease, leased: number, dry: boolean, stale: boolean): void {
-    if (stale) {
+  #replied(lease: Lease, leased: number, dry: boolean, stale: readonly LimitSpec[] | undefined): void {
+    if (stale !== undefined) {
       // Asked under limits `setLimits` has replaced: its grant goes back, as the leases setLimits
       // drained did (a lease of 20 under a capacity lowered to 2 was spent here), and its denial
       // says nothing of the new limits.
       lease.deniedUntilMs = lease.blockedUntilMs;
-      this.#settlements.lateGrant(lease, leased);
+      this.#settlements.lateGrant(lease, leased, stale);
       return;
     }
     if (lease.detached || this.#clock.now() < lease.blockedUntilMs) {

@@ -42,7 +42,8 @@ export class Refiller {
   readonly #syncs = new SyncBatch();
   /** How big a lease request is; the sync reads its policy and sizes it for the fleet. */
   readonly batching: BatchSizer;
-  #onReply: (lease: Lease, leased: number, dry: boolean, stale: boolean) => void = () => {};
+  #onReply: (lease: Lease, leased: number, dry: boolean, stale: readonly LimitSpec[] | undefined) => void =
+    () => {};
 
   constructor(
     store: GuardedStore,
@@ -62,10 +63,12 @@ export class Refiller {
 
   /**
    * Called with every lease the store just answered for: the tokens it leased, whether the key is
-   * dry (turned away, or granted tokens that left the bucket with none), and whether the op was
-   * made under limits `setLimits` has replaced since (`stale`).
+   * dry (turned away, or granted tokens that left the bucket with none), and the op's limits when
+   * `setLimits` has replaced them since it was made (`stale`), else `undefined`.
    */
-  onReply(hook: (lease: Lease, leased: number, dry: boolean, stale: boolean) => void): void {
+  onReply(
+    hook: (lease: Lease, leased: number, dry: boolean, stale: readonly LimitSpec[] | undefined) => void,
+  ): void {
     this.#onReply = hook;
   }
 
@@ -162,8 +165,8 @@ export class Refiller {
    * `credit` or `debit` (`reward`, `penalty`: after the spends, so that a reward lands in the room
    * they free). Resolves whether the store took it.
    */
-  settle(lease: Lease, { credit, debit }: SettleOptions = {}): Promise<boolean> {
-    const send = () => this.#queue(() => this.#sendOwed(lease, credit, debit) ?? Promise.resolve());
+  settle(lease: Lease, { credit, debit, limits }: SettleOptions = {}): Promise<boolean> {
+    const send = () => this.#queue(() => this.#sendOwed(lease, credit, debit, limits) ?? Promise.resolve());
     return this.#store.guard.run(send).then((result) => result.ok);
   }
 
@@ -208,10 +211,15 @@ export class Refiller {
    * in return; `undefined` when there is nothing to send. Rejects when the store failed: what the
    * op carried is counted as lost, never sent again.
    */
-  #sendOwed(lease: Lease, credit: number | undefined, debit: number | undefined): Promise<void> | undefined {
+  #sendOwed(
+    lease: Lease,
+    credit: number | undefined,
+    debit: number | undefined,
+    limits?: readonly LimitSpec[],
+  ): Promise<void> | undefined {
     // `reward` and `penalty` (a credit, a debit) have a caller waiting on them; a hand-back has not.
     const background = credit === undefined && debit === undefined;
-    const op = this.#op(lease, undefined, background, credit, debit);
+    const op = this.#op(lease, undefined, background, credit, debit, limits);
     if (op === undefined) return undefined;
     this.#counters.refunds++;
     return this.#store.store.apply(op).then(
@@ -276,8 +284,15 @@ export class Refiller {
     return queued.finally(() => this.#landing.delete(queued));
   }
 
-  #op(lease: Lease, ask: Ask, background: boolean, credit = 0, debit = 0): BucketOp | undefined {
-    return leaseOp(lease, ask, background, this.#limits(), this.#config.timing, credit, debit);
+  #op(
+    lease: Lease,
+    ask: Ask,
+    background: boolean,
+    credit = 0,
+    debit = 0,
+    limits = this.#limits(),
+  ): BucketOp | undefined {
+    return leaseOp(lease, ask, background, limits, this.#config.timing, credit, debit);
   }
 
   #apply(lease: Lease, op: BucketOp, reply: BucketReply, sentAt: number, lifeMs?: number): void {
@@ -293,6 +308,6 @@ export class Refiller {
       this.#config,
       lifeMs,
     );
-    this.#onReply(lease, leased, dry, op.limits !== this.#limits());
+    this.#onReply(lease, leased, dry, op.limits === this.#limits() ? undefined : op.limits);
   }
 }

@@ -1,3 +1,4 @@
+import type { LimitSpec } from '@tiered-limiter/core';
 import { drainLease, type Lease } from './lease.js';
 import { owes } from './lease-reports.js';
 import type { Refiller } from './refiller.js';
@@ -30,9 +31,12 @@ export class Settlements {
     return this.#owing.size === 0;
   }
 
-  /** Sends what `lease` owes (its spends and hand-backs); kept to be sent again if refused. */
-  settle(lease: Lease): void {
-    const settle = this.#refiller.settle(lease);
+  /**
+   * Sends what `lease` owes (its spends and hand-backs), to the buckets of `limits` when its grants
+   * were taken under limits replaced since; kept to be sent again if refused.
+   */
+  settle(lease: Lease, limits?: readonly LimitSpec[]): void {
+    const settle = this.#refiller.settle(lease, { limits });
     this.#pending.add(settle);
     void settle.then((ok) => {
       this.#pending.delete(settle);
@@ -56,11 +60,11 @@ export class Settlements {
    * A grant of `leased` tokens landed for a lease no longer in use (detached, or blocked): it goes
    * straight back, past the breaker while closing (a blip that opened it must not cost a late grant).
    */
-  lateGrant(lease: Lease, leased: number): void {
+  lateGrant(lease: Lease, leased: number, limits?: readonly LimitSpec[]): void {
     if (leased <= 0) return;
     drainLease(lease);
     const closingWait = this.#closingWait;
-    if (closingWait === undefined) this.settle(lease);
+    if (closingWait === undefined) this.settle(lease, limits);
     else this.#pending.add(this.#refiller.handBack([lease], closingWait()));
   }
 

@@ -231,6 +231,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
    */
   setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
     const next = assertLimits('limits', limits);
+    const before = this.#limits;
     this.#parts.store.setLimits(next);
     this.#limits = next;
     this.#maxCost = smallestCapacity(next);
@@ -239,7 +240,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       // A denial the old limits gave says nothing of the new ones (a renamed limit starts full, a
       // faster rate refills sooner): it was kept until the old wait was over. A block stays.
       lease.deniedUntilMs = lease.blockedUntilMs;
-      this.#parts.book.drain(lease);
+      this.#parts.book.drain(lease, before);
     }
   }
 
