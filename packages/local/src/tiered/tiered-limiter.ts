@@ -197,7 +197,12 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     return this.#parts.admin.peek(key);
   }
 
-  /** Forgets `key` everywhere: its lease here (nothing handed back) and its global buckets. */
+  /**
+   * Forgets `key` everywhere: its lease here (nothing handed back) and its global buckets. Another
+   * instance that remembers a denial of the key answers it until its next sync brings the full
+   * bucket, or, with `sync: false`, until the denial's wait is over (a login limit of 5 a minute:
+   * up to 12 s), as `RequestLimiter.rememberDenials` does.
+   */
   reset(key: string): Promise<boolean> {
     this.#check(key);
     return this.#parts.admin.reset(key);
