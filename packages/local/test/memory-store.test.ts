@@ -55,3 +55,20 @@ describe('MemoryStore stays bounded', () => {
     expect(store.size).toBe(0);
   });
 });
+
+describe("MemoryStore.reset under limits other than the last op's", () => {
+  it("makes the bucket full at the reset's capacity, whatever the sweep reads meanwhile (as Redis does)", async () => {
+    const clock = new FakeClock(1_000);
+    const store = new MemoryStore({ clock });
+    const ten = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'x' });
+    const twenty = defineLimit({ capacity: 20, refillPerSecond: 0.001, name: 'x' });
+    // A lease under the old limit (another instance's, in a rolling change): the reset fences it.
+    await store.apply({ key: 'k', limits: [ten], reserve: { want: 5, min: 1, holdMs: 600_000 } });
+    await store.reset('k', [twenty]);
+    // Ops on other keys sweep the least recently used buckets, 'k' first.
+    await store.apply({ key: 'other', limits: [ten], take: 1 });
+    await store.apply({ key: 'other2', limits: [ten], take: 1 });
+    // RedisStore answers 20 here; the sweep had cut the bucket to the old capacity, 10.
+    expect(await store.apply({ key: 'k', limits: [twenty] })).toMatchObject({ remaining: 20 });
+  });
+});

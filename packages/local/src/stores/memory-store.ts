@@ -121,6 +121,9 @@ export class MemoryStore implements GlobalStore {
       const entry = this.#buckets.get(id);
       if (entry === undefined) continue;
       resetSharedBucket(entry.state, spec, now);
+      // The sweep settles an entry by its spec: left at the spec of the last op (a capacity of 10,
+      // where the reset's limits say 20), it cut the fenced bucket back to 10 before its next op.
+      entry.spec = spec;
       if (isSharedBucketFull(entry.state, spec)) this.#buckets.delete(id);
     }
     return Promise.resolve();
