@@ -285,7 +285,8 @@ export class LocalLimiter implements SyncLimiter {
 
   /** A blocked key's denial: nothing left until the block ends. */
   #blockedFor(ms: number): Decision {
-    return denyDecision(ms, 0, ms, this.#tightestWhenFull, 'local');
+    // resetMs is whole ms, rounded up, as every decision's (retryAfterMs is rounded by denyDecision).
+    return denyDecision(ms, 0, Math.ceil(ms), this.#tightestWhenFull, 'local');
   }
 
   #shadowed(decision: Decision): Decision {

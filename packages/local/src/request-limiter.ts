@@ -145,7 +145,9 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     const blockedMs = this.#blocked.blockedFor(key);
     if (blockedMs > 0) {
       const spec = tightestWhenFull(this.#limits);
-      return Promise.resolve(this.#store.count(denyDecision(blockedMs, 0, blockedMs, spec, 'local')));
+      // resetMs is whole ms, rounded up, as every decision's (retryAfterMs is rounded by denyDecision).
+      const decision = denyDecision(blockedMs, 0, Math.ceil(blockedMs), spec, 'local');
+      return Promise.resolve(this.#store.count(decision));
     }
     const denied = this.#denials?.recall(key);
     if (denied !== undefined) return Promise.resolve(this.#store.count(denied));
@@ -162,7 +164,9 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     const store = this.#store;
     if (blockedMs > 0) {
       return Promise.resolve(
-        store.looked(denyDecision(blockedMs, 0, blockedMs, tightestWhenFull(this.#limits), 'local')),
+        store.looked(
+          denyDecision(blockedMs, 0, Math.ceil(blockedMs), tightestWhenFull(this.#limits), 'local'),
+        ),
       );
     }
     const limits = this.#limits;
