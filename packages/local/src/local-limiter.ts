@@ -237,6 +237,7 @@ export class LocalLimiter implements SyncLimiter {
    * (cut to a lower capacity), a new name starts full, as the shared stores do.
    */
   setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
+    if (this.#closed) throw new ClosedError('LocalLimiter');
     const next = assertLimits('limits', limits);
     carryTable(this.#buckets, this.#limits, next, this.#clock.now());
     this.#limits = next;

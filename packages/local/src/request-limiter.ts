@@ -218,6 +218,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
    * (cut to a lower capacity); a new name (an unnamed limit is named by its numbers) starts full.
    */
   setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
+    if (this.#closed) throw new ClosedError('RequestLimiter');
     const next = assertLimits('limits', limits);
     this.#store.setLimits(next);
     this.#denials?.clear();

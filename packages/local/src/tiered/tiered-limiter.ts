@@ -235,6 +235,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
    * unnamed limit is named by its numbers) starts full.
    */
   setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
+    if (this.#closed !== undefined) throw new ClosedError('TieredLimiter');
     const next = assertLimits('limits', limits);
     const before = this.#limits;
     this.#parts.store.setLimits(next);
