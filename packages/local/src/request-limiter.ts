@@ -174,7 +174,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
       .send(() => this.#sent({ key, limits }))
       .then((result) =>
         store.looked(
-          result.ok ? decisionOf(result.value, limits, 'global') : store.policy.decide(key, 1, result.error),
+          result.ok ? decisionOf(result.value, limits, 'global') : store.policy.peek(key, result.error),
         ),
       );
   }

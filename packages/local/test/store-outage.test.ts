@@ -179,6 +179,26 @@ describe.each(Object.keys(LIMITERS) as (keyof typeof LIMITERS)[])('%s while the 
     expect((await consumeMany(limiter, 'other', 30)).admitted).toBe(15);
   });
 
+  it('local policy: peek takes nothing from the local bucket, as it takes nothing from the store', async () => {
+    const limiter = make(kind, LOCAL);
+    store.mode = 'refuse';
+    // A dashboard polling a key through an outage: each peek said one token fewer, and the
+    // 26th turned the key's own requests away (the local bucket of 25 drained by reads).
+    for (let i = 0; i < 30; i++) {
+      expect(await limiter.peek('polled')).toMatchObject({
+        allowed: true,
+        remaining: 25,
+        tier: 'fallback',
+        policy: 'local',
+      });
+    }
+    expect((await consumeMany(limiter, 'polled', 30)).admitted).toBe(25);
+    // After those 25, peek says what a request now gets: turned away, still taking nothing.
+    expect(await limiter.peek('polled')).toMatchObject({ allowed: false, remaining: 0, tier: 'fallback' });
+    await advance(400);
+    expect((await consumeMany(limiter, 'polled', 2)).admitted).toBe(1);
+  });
+
   it('half-open breaker: one probe reaches the store, the requests beside it get the policy, and its answer closes the breaker', async () => {
     const limiter = await openedBreaker(kind, 'closed');
     await advance(100);

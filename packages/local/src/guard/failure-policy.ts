@@ -144,6 +144,17 @@ export class FailurePolicyDecider {
     return this.#local?.limits;
   }
 
+  /**
+   * What a request of cost 1 for `key` would get from the policy now, taking nothing: `peek` while
+   * the store fails. Under `local` it reads the local bucket; deciding instead took a token from it
+   * per peek, so a key polled through an outage was turned away with its requests never made.
+   */
+  peek(key: string, error: StoreError): Promise<Decision> {
+    const local = this.#local;
+    if (local === undefined) return Promise.resolve(this.decide(key, 1, error));
+    return local.peek(key).then((d) => ({ ...d, tier: 'fallback', policy: 'local', error }));
+  }
+
   /** The decision for `cost` tokens of `key` while the store fails with `error`. */
   decide(key: string, cost: number, error: StoreError): Decision {
     switch (this.policy) {

@@ -50,7 +50,7 @@ export class KeyAdmin {
     // A request's take or lease may borrow `aheadMs` of refill (the sync period): so may the look.
     const aheadMs = this.#timing.aheadMs;
     const result = await store.send(() => (aheadMs > 0 ? { key, limits, aheadMs } : { key, limits }));
-    if (!result.ok) return store.policy.decide(key, 1, result.error);
+    if (!result.ok) return store.policy.peek(key, result.error);
     const lease = leases.peek(key);
     const held = lease === undefined ? 0 : book.live(lease);
     const reply = result.value;
