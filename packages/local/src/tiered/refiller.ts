@@ -171,6 +171,17 @@ export class Refiller {
   }
 
   /**
+   * Sends what every one of `leases` owes in one guarded attempt and one place in the refill queue
+   * (the store gathers the ops into calls); resolves whether the store took it all. A refusal
+   * builds no op, so what they owe stays on the leases; what a failed or timed-out attempt built
+   * has left them (it lands late, or is counted unreported).
+   */
+  settleMany(leases: readonly Lease[]): Promise<boolean> {
+    const send = () => this.#queue(() => this.#sendAllOwed(leases));
+    return this.#store.guard.run(send).then((result) => result.ok);
+  }
+
+  /**
    * `close()`'s last word: what every one of `leases` owes, sent to the store at once (it gathers
    * them into calls) past an open breaker (a brief blip must not cost every leased token), under
    * one timeout. Resolves whether the store took it all. A settle per key, each with a timer and a

@@ -17,6 +17,8 @@ export class Settlements {
   readonly #maxKeys: number;
   /** Called when a lease starts owing: the book's timer must tick to send it again. */
   readonly #onOwing: () => void;
+  /** Whether the owing leases' attempt is still out: a tick while it is sends nothing more. */
+  #retrying = false;
   /** While `close()` runs: how much of its wait is left, in ms. */
   #closingWait: (() => number) | undefined;
 
@@ -51,9 +53,25 @@ export class Settlements {
     });
   }
 
-  /** A tick: every lease still owing tries again. */
+  /**
+   * A tick: every lease still owing tries again, all in one guarded attempt. A settle each cost a
+   * refused call per key and tick while the breaker stayed open (10,000 kept keys: 330,000 a second),
+   * and once Redis answered, 10,000 timers that timed out together behind one another: a `failure`
+   * each, and the breaker opened again on a healthy store, tick after tick, while the keys whose op
+   * had not left the refill queue stayed owing.
+   */
   retry(): void {
-    for (const lease of this.#owing) this.settle(lease);
+    if (this.#owing.size === 0 || this.#retrying) return;
+    const leases = [...this.#owing];
+    this.#retrying = true;
+    const retry = this.#refiller.settleMany(leases);
+    this.#pending.add(retry);
+    void retry.then(() => {
+      this.#pending.delete(retry);
+      this.#retrying = false;
+      // What left in an op is the store's now (it lands, or is counted unreported); a refusal sent none.
+      for (const lease of leases) if (!owes(lease) && lease.debt === 0) this.#owing.delete(lease);
+    });
   }
 
   /**
