@@ -2,6 +2,7 @@
 // shutdown") are sent again once it answers. Sent as a guarded call per key, 10,000 of them timed
 // out together behind one another on a healthy Redis: a `failure` event each, and the breaker
 // opened again right after it had closed, so requests got the policy from a store that answered.
+// `setLimits` on a limiter holding 10,000 keys did the same on a Redis that never failed.
 import { defineLimit } from '@tiered-limiter/core';
 import { createTieredLimiter } from '@tiered-limiter/redis';
 import { connectServer, type KindClient, uniquePrefix } from '@tiered-limiter/test-harness';
@@ -74,6 +75,38 @@ describe('hand-backs kept through an outage, sent once Redis answers', () => {
     console.info(`after the recovery: ${failuresAfter} failure events, breaker reopened ${reopened} times`);
     // One attempt for every kept key: a loaded machine may time it (and a sync slice) out.
     expect(failuresAfter).toBeLessThan(50);
+    await limiter.close();
+  });
+
+  it('setLimits on 10,000 held keys: one attempt for their hand-backs, the breaker stays closed', async () => {
+    const client = await connectServer('ioredis', server);
+    clients.push(client);
+    const limiter = createTieredLimiter({
+      redis: client.client,
+      prefix: uniquePrefix('relimit'),
+      limits: LIMIT,
+      failurePolicy: 'open',
+      instances: 4,
+      maxKeys: KEYS,
+      lease: { minBatch: 2 },
+    });
+    for (let i = 0; i < KEYS; i += 256) {
+      const batch = Array.from({ length: Math.min(256, KEYS - i) }, (_, j) => `k${i + j}`);
+      await Promise.all(batch.map((key) => limiter.consume(key)));
+    }
+    let failures = 0;
+    let opened = 0;
+    let byPolicy = 0;
+    limiter.on('failure', () => failures++);
+    limiter.on('degraded', () => opened++);
+    limiter.setLimits(defineLimit({ capacity: 100, refillPerSecond: 1, name: 'owing' }));
+    const until = performance.now() + 1500;
+    for (let i = 0; performance.now() < until; i++) {
+      if ((await limiter.consume(`k${i % 50}`)).tier === 'fallback') byPolicy++;
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    console.info(`after setLimits: ${failures} failure events, opened ${opened}, ${byPolicy} by policy`);
+    expect(failures).toBeLessThan(50);
     await limiter.close();
   });
 });

@@ -172,9 +172,9 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     const limits = this.#limits;
     return store
       .send(() => this.#sent({ key, limits }))
-      .then((result) =>
+      .then(async (result) =>
         store.looked(
-          result.ok ? decisionOf(result.value, limits, 'global') : store.policy.peek(key, result.error),
+          result.ok ? decisionOf(result.value, limits, 'global') : await store.policy.peek(key, result.error),
         ),
       );
   }

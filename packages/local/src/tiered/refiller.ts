@@ -176,8 +176,8 @@ export class Refiller {
    * builds no op, so what they owe stays on the leases; what a failed or timed-out attempt built
    * has left them (it lands late, or is counted unreported).
    */
-  settleMany(leases: readonly Lease[]): Promise<boolean> {
-    const send = () => this.#queue(() => this.#sendAllOwed(leases));
+  settleMany(leases: readonly Lease[], limits?: readonly LimitSpec[]): Promise<boolean> {
+    const send = () => this.#queue(() => this.#sendAllOwed(leases, undefined, limits));
     return this.#store.guard.run(send).then((result) => result.ok);
   }
 
@@ -207,11 +207,11 @@ export class Refiller {
   }
 
   /** What every one of `leases` owes, each as an op of its own (`sending` called first); rejects when any failed, once all answered. */
-  #sendAllOwed(leases: Iterable<Lease>, sending?: () => void): Promise<void> {
+  #sendAllOwed(leases: Iterable<Lease>, sending?: () => void, limits?: readonly LimitSpec[]): Promise<void> {
     sending?.();
     const sent: Promise<void>[] = [];
     for (const lease of leases) {
-      const owed = this.#sendOwed(lease, undefined, undefined);
+      const owed = this.#sendOwed(lease, undefined, undefined, limits);
       if (owed !== undefined) sent.push(owed);
     }
     return allAnswered(sent);

@@ -54,6 +54,18 @@ export class Settlements {
   }
 
   /**
+   * Sends what `leases` (still in use) owe in one guarded attempt, to the buckets of `limits` when
+   * their grants were taken under limits replaced since; a refusal leaves it on them, for their
+   * next op.
+   */
+  settleAll(leases: readonly Lease[], limits?: readonly LimitSpec[]): void {
+    if (leases.length === 0) return;
+    const settle = this.#refiller.settleMany(leases, limits);
+    this.#pending.add(settle);
+    void settle.then(() => this.#pending.delete(settle));
+  }
+
+  /**
    * A tick: every lease still owing tries again, all in one guarded attempt. A settle each cost a
    * refused call per key and tick while the breaker stayed open (10,000 kept keys: 330,000 a second),
    * and once Redis answered, 10,000 timers that timed out together behind one another: a `failure`

@@ -246,8 +246,8 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       // A denial the old limits gave says nothing of the new ones (a renamed limit starts full, a
       // faster rate refills sooner): it was kept until the old wait was over. A block stays.
       lease.deniedUntilMs = lease.blockedUntilMs;
-      this.#parts.book.drain(lease, before);
     }
+    this.#parts.book.drainAll(this.#leases.values(), before);
   }
 
   /** Counters since the limiter was made. */
