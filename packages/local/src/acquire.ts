@@ -107,7 +107,10 @@ export function assertAcquireOptions(options: unknown): {
 
 /**
  * Waits in `queue`'s line for `key`, retrying `attempt` at each `retryAfterMs` until admitted, out
- * of time, aborted, or `closing` fires (the limiter closed: the wait ends at once, `closed`).
+ * of time, aborted, or `closing` fires (the limiter closed: the wait ends at once, `closed`). The
+ * time in line counts: a waiter behind a longer one gives up at its own `maxWaitMs`, or when its
+ * signal aborts, without its turn (it waited for the one ahead of it, 5 s behind a `closed`
+ * policy's retries, with a `maxWaitMs` of 100); its turn, when it comes, is skipped.
  */
 export function acquireInLine(
   queue: KeyedQueue,
@@ -125,7 +128,11 @@ export function acquireInLine(
     decision,
     waitedMs: clock.now() - start,
   });
-  return queue.run(key, async () => {
+  /** Whether this waiter's turn came (from then on its loop watches the bound and the signals), or it left the line. */
+  let turn: 'waiting' | 'started' | 'left' = 'waiting';
+  const inTurn = queue.run(key, async (): Promise<AcquireResult | undefined> => {
+    if (turn === 'left') return undefined;
+    turn = 'started';
     let last: Decision | undefined;
     for (;;) {
       if (closing.aborted) return result('closed', last);
@@ -144,6 +151,38 @@ export function acquireInLine(
       if (last.retryAfterMs > left) return result('timeout', last);
       await sleep(last.retryAfterMs, signal, closing);
     }
+  });
+  return new Promise<AcquireResult>((resolve, reject) => {
+    const leave = (reason: AcquireResult['reason']) => {
+      if (turn !== 'waiting') return;
+      turn = 'left';
+      done();
+      resolve(result(reason, undefined));
+    };
+    const onAbort = () => leave('aborted');
+    const onClosing = () => leave('closed');
+    // Ref'd, as the loop's sleeps are: the caller awaits it, bounded by maxWaitMs.
+    const timer = setTimeout(() => leave('timeout'), maxWaitMs);
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      closing.removeEventListener('abort', onClosing);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    closing.addEventListener('abort', onClosing, { once: true });
+    // An abort before the call fires no event: behind another waiter, it would wait its turn.
+    if (closing.aborted) onClosing();
+    else if (signal?.aborted) onAbort();
+    inTurn.then(
+      (outcome) => {
+        done();
+        if (outcome !== undefined) resolve(outcome);
+      },
+      (error: unknown) => {
+        done();
+        reject(error);
+      },
+    );
   });
 }
 

@@ -348,3 +348,50 @@ describe('TieredLimiter close() while the store holds its answers', () => {
     expect(closed).toBe(true);
   });
 });
+
+describe('TieredLimiter acquire() in line while the store is away', () => {
+  it('a waiter behind a longer one gives up at its own maxWaitMs, and an abort ends its wait at once', async () => {
+    const limiter = make('TieredLimiter', {
+      limits: defineLimit({ capacity: 10, refillPerSecond: 10 }),
+      failurePolicy: 'closed',
+    }) as TieredLimiter;
+    store.mode = 'refuse';
+    // The first in line retries each closedRetryAfterMs (1 s) for 5 s; the others wait behind it.
+    const patient = limiter.acquire('k', 1, { maxWaitMs: 5000 });
+    let impatient: Awaited<typeof patient> | undefined;
+    void limiter.acquire('k', 1, { maxWaitMs: 100 }).then((r) => (impatient = r));
+    const controller = new AbortController();
+    let aborted: Awaited<typeof patient> | undefined;
+    void limiter.acquire('k', 1, { maxWaitMs: 5000, signal: controller.signal }).then((r) => (aborted = r));
+    // In line until the first gave up at 5 s, whatever their own bounds said.
+    await advance(100);
+    expect(impatient).toMatchObject({ acquired: false, reason: 'timeout' });
+    expect(impatient!.waitedMs).toBeLessThanOrEqual(100);
+    controller.abort();
+    await advance(0);
+    expect(aborted).toMatchObject({ acquired: false, reason: 'aborted' });
+    expect(aborted!.waitedMs).toBeLessThanOrEqual(100);
+    await advance(5000);
+    expect(await patient).toMatchObject({ acquired: false, reason: 'timeout' });
+  });
+
+  it('many waiters in line listen for close() without a leak warning', async () => {
+    const limiter = make('TieredLimiter', {
+      limits: defineLimit({ capacity: 10, refillPerSecond: 10 }),
+      failurePolicy: 'closed',
+    }) as TieredLimiter;
+    store.mode = 'refuse';
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on('warning', onWarning);
+    try {
+      const waiting = Array.from({ length: 20 }, () => limiter.acquire('k', 1, { maxWaitMs: 100 }));
+      await advance(100);
+      expect((await Promise.all(waiting)).map((r) => r.reason)).toEqual(Array(20).fill('timeout'));
+      await new Promise((r) => setImmediate(r)); // a warning is emitted on a later tick
+      expect(warnings).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});
