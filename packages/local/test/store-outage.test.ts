@@ -395,3 +395,24 @@ describe('TieredLimiter acquire() in line while the store is away', () => {
     }
   });
 });
+
+describe('TieredLimiter: a guarded call that sends nothing is no probe', () => {
+  it('block() or setLimits() on keys that owe nothing, while the breaker is due to probe, leave it open', async () => {
+    const limiter = (await openedBreaker('TieredLimiter', 'open')) as TieredLimiter;
+    const recovered: unknown[] = [];
+    limiter.on('recovered', (info) => recovered.push(info));
+    await advance(100); // the cooldown is over: the next guarded call is the probe
+    // A key with nothing leased: its hand-back op is empty, nothing reaches the store, and the
+    // empty call "succeeded": the breaker closed and `recovered` said the store was back.
+    limiter.block('idle', 1000);
+    limiter.setLimits(defineLimit({ capacity: 100, refillPerSecond: 100 }));
+    await settle();
+    expect(recovered).toEqual([]);
+    expect(limiter.degraded).toBe(true);
+    // The next request is the probe, and the store still refuses it.
+    expect(await limiter.consume('after')).toMatchObject({
+      tier: 'fallback',
+      error: { code: 'ERR_TL_STORE' },
+    });
+  });
+});

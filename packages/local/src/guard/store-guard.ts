@@ -66,6 +66,13 @@ export type BreakerState = 'closed' | 'open' | 'half-open';
 export type GuardEvents = LimiterEvents;
 
 /**
+ * What a guarded call resolves when it had nothing to send (a hand-back of a key that owes
+ * nothing): no answer from the store, so no probe. Resolving `undefined` instead closed an open
+ * breaker, and `recovered` said the store was back while it still refused every call.
+ */
+export const NOTHING_SENT: unique symbol = Symbol('nothing sent');
+
+/**
  * How late, in ms, the timeout's timer may fire before the guard suspects its own event loop
  * rather than the store: a timer that fires this much past its time was held up by a stall of
  * this process (a busy loop, a long GC), during which the store's reply may have arrived too.
@@ -213,6 +220,15 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
       // A limiter's timers never keep a process alive.
       timer.unref();
       const onValue = (value: T) => {
+        if (value === NOTHING_SENT) {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          // The probe did not happen: the next call may probe at once.
+          if (this.#state === 'half-open') this.#state = 'open';
+          resolve({ ok: true, value });
+          return;
+        }
         if (settled) {
           // A late answer: the store is up, only slow (or this process stalled). It breaks the
           // streak of failures that opens the breaker, but leaves an open breaker open.

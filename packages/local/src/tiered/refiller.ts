@@ -7,7 +7,7 @@ import {
 } from '@tiered-limiter/core';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { GuardedStore } from '../guard/guarded-store.js';
-import type { GuardResult } from '../guard/store-guard.js';
+import { type GuardResult, NOTHING_SENT } from '../guard/store-guard.js';
 import { allAnswered } from './all-answered.js';
 import { BatchSizer } from './batch-size.js';
 import type { Lease } from './lease.js';
@@ -166,7 +166,10 @@ export class Refiller {
    * they free). Resolves whether the store took it.
    */
   settle(lease: Lease, { credit, debit, limits }: SettleOptions = {}): Promise<boolean> {
-    const send = () => this.#queue(() => this.#sendOwed(lease, credit, debit, limits) ?? Promise.resolve());
+    const send = () =>
+      this.#queue(
+        (): Promise<unknown> => this.#sendOwed(lease, credit, debit, limits) ?? Promise.resolve(NOTHING_SENT),
+      );
     return this.#store.guard.run(send).then((result) => result.ok);
   }
 
@@ -206,15 +209,22 @@ export class Refiller {
     });
   }
 
-  /** What every one of `leases` owes, each as an op of its own (`sending` called first); rejects when any failed, once all answered. */
-  #sendAllOwed(leases: Iterable<Lease>, sending?: () => void, limits?: readonly LimitSpec[]): Promise<void> {
+  /**
+   * What every one of `leases` owes, each as an op of its own (`sending` called first); rejects when
+   * any failed, once all answered; `NOTHING_SENT` when none owed anything.
+   */
+  #sendAllOwed(
+    leases: Iterable<Lease>,
+    sending?: () => void,
+    limits?: readonly LimitSpec[],
+  ): Promise<unknown> {
     sending?.();
     const sent: Promise<void>[] = [];
     for (const lease of leases) {
       const owed = this.#sendOwed(lease, undefined, undefined, limits);
       if (owed !== undefined) sent.push(owed);
     }
-    return allAnswered(sent);
+    return sent.length === 0 ? Promise.resolve(NOTHING_SENT) : allAnswered(sent);
   }
 
   /**
