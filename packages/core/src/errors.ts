@@ -98,6 +98,19 @@ export class StoreTimeoutError extends StoreError {
   }
 }
 
+/**
+ * The store dropped an op unsent: its caller gave up waiting (`GlobalStore.apply`'s `wait`) while
+ * the op was queued behind calls a slow server held. It never reached the server, so nothing it
+ * carried was counted there; the limiters' guard decided the request by its timeout already.
+ */
+export class StoreWithdrawnError extends StoreError {
+  constructor() {
+    super('store op withdrawn unsent: its caller gave up while it was queued', {
+      code: 'ERR_TL_STORE_WITHDRAWN',
+    });
+  }
+}
+
 /** The circuit breaker is open: the store was not asked at all. Reported, never thrown. */
 export class CircuitOpenError extends StoreError {
   constructor(cause?: unknown) {

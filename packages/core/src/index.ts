@@ -11,6 +11,7 @@ export {
   CostExceedsCapacityError,
   StoreError,
   StoreTimeoutError,
+  StoreWithdrawnError,
   TieredLimiterError,
 } from './errors.js';
 export type { LimitOptions, LimitSpec } from './limit.js';
@@ -20,7 +21,7 @@ export type { RateOptions } from './rates.js';
 export { perHour, perMinute, perSecond } from './rates.js';
 export type { Generation, SharedBucketState } from './shared-bucket.js';
 export { applyBucketOp, freshSharedBucket, isSharedBucketFull } from './shared-bucket.js';
-export type { BucketOp, BucketReply, GlobalStore, LeaseReport, ReserveRequest } from './store.js';
+export type { BucketOp, BucketReply, CallerWait, GlobalStore, LeaseReport, ReserveRequest } from './store.js';
 /**
  * What the other tiered-limiter packages share from core and applications need not: the bucket
  * arithmetic, the validators, the rule that picks the limit a decision speaks of. It is exported

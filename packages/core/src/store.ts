@@ -88,6 +88,14 @@ export interface BucketReply {
 }
 
 /**
+ * Whether the caller of a store op has stopped waiting for its reply (the limiters' guard sets it
+ * when its timeout fires). A store reads it before it sends a queued op.
+ */
+export interface CallerWait {
+  readonly gaveUp: boolean;
+}
+
+/**
  * The contract a shared store fulfils: token buckets per `(key, limit)` that every instance of
  * a service sees alike, each op atomic across its limits, timed by the store's own clock
  * (Redis's `TIME`), never a caller's. The store tracks tokens out on lease per generation
@@ -96,8 +104,13 @@ export interface BucketReply {
  * policy decision. A store may gather ops from one tick into one round trip.
  */
 export interface GlobalStore {
-  /** Applies one op atomically and replies for it. */
-  apply(op: BucketOp): Promise<BucketReply>;
+  /**
+   * Applies one op atomically and replies for it. `wait` says whether the caller still waits for
+   * the reply: a store that queues ops may drop one its caller gave up on before it was sent, and
+   * reject it with `StoreWithdrawnError`, since sent then it could only count its tokens after the
+   * caller's failure policy decided the request (twice, under `local`).
+   */
+  apply(op: BucketOp, wait?: CallerWait): Promise<BucketReply>;
   /** Forgets `key`'s buckets (and what is on lease from them): its next op finds them full. */
   reset(key: string, limits: readonly LimitSpec[]): Promise<void>;
   /**

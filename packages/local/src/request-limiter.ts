@@ -194,14 +194,22 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
       .then((r) => r.ok);
   }
 
-  /** Gives `tokens` back to `key`, never past its capacity; resolves whether the store did it. */
+  /**
+   * Gives `tokens` back to `key`, never past its capacity; resolves `true` once the store did it,
+   * `false` when the store failed or did not answer in time: an op still queued then was never
+   * sent, one already on its way may have run.
+   */
   reward(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
     this.#denials?.forget(key);
     return this.#manage({ key, limits: this.#limits, credit: assertTokens(tokens) });
   }
 
-  /** Takes `tokens` from `key` regardless (at most a capacity into debt); resolves whether it was done. */
+  /**
+   * Takes `tokens` from `key` regardless (at most a capacity into debt); resolves `true` once done,
+   * `false` when the store failed or did not answer in time: an op still queued then was never
+   * sent, one already on its way may have run.
+   */
   penalty(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
     return this.#manage({ key, limits: this.#limits, debit: assertTokens(tokens) });

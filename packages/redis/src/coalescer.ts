@@ -1,3 +1,4 @@
+import { type CallerWait, StoreWithdrawnError } from '@tiered-limiter/core';
 import Queue from 'yocto-queue';
 
 /** How a `RedisStore` gathers ops into round trips. */
@@ -32,6 +33,8 @@ export interface Pending<Op, Reply> {
   readonly slot: number;
   /** No request waits on it: ops that requests wait on leave first. */
   readonly background: boolean;
+  /** Whether its caller still waits: an op given up on while queued is dropped unsent. */
+  readonly wait?: CallerWait | undefined;
   resolve(reply: Reply): void;
   reject(error: unknown): void;
 }
@@ -51,6 +54,8 @@ export interface CoalescerStats {
   readonly ops: number;
   /** Bucket keys carried by them (an op carries one per limit). */
   readonly keys: number;
+  /** Ops dropped unsent: their caller's deadline passed while they were queued. */
+  readonly withdrawn: number;
 }
 
 /**
@@ -87,6 +92,7 @@ export class Coalescer<Op, Reply> {
   #calls = 0;
   #ops = 0;
   #keys = 0;
+  #withdrawn = 0;
 
   constructor(send: Send<Op, Reply>, maxKeysPerCall: number, maxInFlight: number) {
     this.#send = send;
@@ -120,7 +126,30 @@ export class Coalescer<Op, Reply> {
 
   /** Counters since the coalescer was made. */
   stats(): CoalescerStats {
-    return { calls: this.#calls, ops: this.#ops, keys: this.#keys };
+    return { calls: this.#calls, ops: this.#ops, keys: this.#keys, withdrawn: this.#withdrawn };
+  }
+
+  /**
+   * Moves ops from the head of `queue` to `taken` while the call's keys stay within `budget` (a
+   * call's first op goes whatever its keys); returns the call's keys. An op its caller gave up on
+   * is dropped on the way: sent now, its tokens would count after the caller's failure policy
+   * decided the request (a `local` fallback's admission charged to the global bucket too), and a
+   * hand-back kept owing would be sent twice.
+   */
+  #take(queue: Queue<Pending<Op, Reply>>, taken: Pending<Op, Reply>[], keys: number, budget: number): number {
+    let total = keys;
+    for (let next = queue.peek(); next !== undefined; next = queue.peek()) {
+      if (next.wait?.gaveUp === true) {
+        queue.dequeue();
+        this.#withdrawn++;
+        next.reject(new StoreWithdrawnError());
+        continue;
+      }
+      if (taken.length > 0 && total + next.keys.length > budget) break;
+      total += next.keys.length;
+      taken.push(queue.dequeue()!);
+    }
+    return total;
   }
 
   #flushDue(): void {
@@ -148,9 +177,11 @@ export class Coalescer<Op, Reply> {
       // calls: its p99 was 19 ms, against 10 ms when it leads (100,000 keys, 64 in flight).
       const taken: Pending<Op, Reply>[] = [];
       const reserved = background.size > 0 ? Math.floor(this.#maxKeys / 4) : 0;
-      let keys = backgroundOnly ? 0 : take(waited, taken, 0, this.#maxKeys - reserved);
-      keys = take(background, taken, keys, this.#maxKeys);
-      if (!backgroundOnly) keys = take(waited, taken, keys, this.#maxKeys);
+      let keys = backgroundOnly ? 0 : this.#take(waited, taken, 0, this.#maxKeys - reserved);
+      keys = this.#take(background, taken, keys, this.#maxKeys);
+      if (!backgroundOnly) keys = this.#take(waited, taken, keys, this.#maxKeys);
+      // Every op at the head had been given up on: nothing to send, see what is left.
+      if (taken.length === 0) continue;
       const bySlot = new Map<number, Pending<Op, Reply>[]>();
       for (const pending of taken) {
         const batch = bySlot.get(pending.slot);
@@ -171,23 +202,4 @@ export class Coalescer<Op, Reply> {
       this.#send([...bySlot.values()]).then(done, done);
     }
   }
-}
-
-/**
- * Moves ops from the head of `queue` to `taken` while the call's keys stay within `budget` (a
- * call's first op goes whatever its keys); returns the call's keys.
- */
-function take<Op, Reply>(
-  queue: Queue<Pending<Op, Reply>>,
-  taken: Pending<Op, Reply>[],
-  keys: number,
-  budget: number,
-): number {
-  let total = keys;
-  for (let next = queue.peek(); next !== undefined; next = queue.peek()) {
-    if (taken.length > 0 && total + next.keys.length > budget) break;
-    total += next.keys.length;
-    taken.push(queue.dequeue()!);
-  }
-  return total;
 }

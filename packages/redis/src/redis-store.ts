@@ -1,6 +1,7 @@
 import {
   type BucketOp,
   type BucketReply,
+  type CallerWait,
   ConfigError,
   type GlobalStore,
   internal,
@@ -154,6 +155,8 @@ export class RedisStore implements GlobalStore {
    * Cluster master's pipeline of several slots is one), whether they succeeded or not; `ops`,
    * the ops they carried (ops on one key merged in a call count each); `keys`, the bucket keys
    * they carried (one per limit of each op). So `ops / calls` is the coalescing achieved.
+   * `withdrawn`: ops dropped unsent because their caller gave up (the limiters' timeout) while
+   * they were queued.
    */
   stats(): CoalescerStats {
     return this.#coalescer.stats();
@@ -163,14 +166,22 @@ export class RedisStore implements GlobalStore {
    * Applies one op atomically in `apply.lua`; ops submitted in the same tick to one master share
    * a round trip.
    */
-  apply(op: BucketOp): Promise<BucketReply> {
+  apply(op: BucketOp, wait?: CallerWait): Promise<BucketReply> {
     const keys = bucketKeys(this.#prefix, op.key, op.limits, this.#shards);
     const slot = this.#client.isCluster ? calculateSlot(keys[0]!) : 0;
     return new Promise<BucketReply>((resolve, reject) => {
       // Ops to one master share a queue; the name is read at submit time, so a slot the client
       // has seen move goes to its new owner's queue.
       const background = op.background === true;
-      this.#coalescer.submit(this.#client.nodeOf(slot), { op, keys, slot, background, resolve, reject });
+      this.#coalescer.submit(this.#client.nodeOf(slot), {
+        op,
+        keys,
+        slot,
+        background,
+        wait,
+        resolve,
+        reject,
+      });
     });
   }
 
@@ -199,6 +210,7 @@ export class RedisStore implements GlobalStore {
         keys: [key],
         slot,
         background: true,
+        wait: undefined,
         heartbeat: { instance, ttlMs },
         resolve: (reply) => resolve(reply.granted),
         reject,
@@ -221,6 +233,7 @@ export class RedisStore implements GlobalStore {
         keys,
         slot,
         background: false,
+        wait: undefined,
         reset: true,
         resolve: () => resolve(),
         reject,

@@ -3,6 +3,7 @@
  * leave in which call, and how many calls are out at once. `redis-store.test.ts` runs the same
  * queues against a real server.
  */
+import { StoreWithdrawnError } from '@tiered-limiter/core';
 import { describe, expect, it } from 'vitest';
 import { Coalescer } from '../src/coalescer.js';
 
@@ -33,9 +34,9 @@ function coalescerOf(maxKeys: number, maxInFlight: number) {
     maxKeys,
     maxInFlight,
   );
-  const submit = (op: string, background: boolean) =>
+  const submit = (op: string, background: boolean, wait?: { gaveUp: boolean }) =>
     new Promise<string>((resolve, reject) =>
-      coalescer.submit('server', { op, keys: [op], slot: 0, background, resolve, reject }),
+      coalescer.submit('server', { op, keys: [op], slot: 0, background, wait, resolve, reject }),
     );
   /** Answers the open call that carries `op`, and lets the coalescer send what follows. */
   const answer = async (op: string) => {
@@ -44,7 +45,7 @@ function coalescerOf(maxKeys: number, maxInFlight: number) {
     call!.answer();
     await turn();
   };
-  return { submit, answer, sent, open };
+  return { submit, answer, sent, open, coalescer };
 }
 
 /** One turn of the event loop: the coalescer flushes at the end of the turn its ops came in. */
@@ -91,5 +92,39 @@ describe('Coalescer', () => {
       ['w0', 'w1', 'b0', 'b1'],
       ['b2', 'b3', 'b4', 'b5'],
     ]);
+  });
+
+  it('drops an op its caller gave up on while it was queued, and sends the rest', async () => {
+    const { submit, answer, sent, coalescer } = coalescerOf(4, 1);
+    const first = submit('w0', false);
+    await turn();
+    // Queued behind the one call out: two callers give up (their guard timed out), one waits on.
+    const gone = { gaveUp: false };
+    const alsoGone = { gaveUp: false };
+    const dropped = submit('w1', false, gone);
+    const droppedToo = submit('w3', false, alsoGone);
+    const kept = submit('w2', false, { gaveUp: false });
+    await turn();
+    gone.gaveUp = true;
+    alsoGone.gaveUp = true;
+    await answer('w0');
+    // Sent, a reply would have counted tokens after the caller's failure policy decided.
+    expect(sent).toEqual([['w0'], ['w2']]);
+    await expect(dropped).rejects.toBeInstanceOf(StoreWithdrawnError);
+    await expect(droppedToo).rejects.toBeInstanceOf(StoreWithdrawnError);
+    await answer('w2');
+    expect(await Promise.all([first, kept])).toEqual(['w0', 'w2']);
+    expect(coalescer.stats()).toMatchObject({ calls: 2, ops: 2, withdrawn: 2 });
+  });
+
+  it('sends an op given up on once it has left: a call on the wire is not called back', async () => {
+    const { submit, answer, sent } = coalescerOf(4, 1);
+    const wait = { gaveUp: false };
+    const reply = submit('w0', false, wait);
+    await turn();
+    wait.gaveUp = true;
+    await answer('w0');
+    expect(sent).toEqual([['w0']]);
+    expect(await reply).toBe('w0');
   });
 });

@@ -325,7 +325,7 @@ describe('stats()', () => {
     // Not coalescing: one call per op.
     const single = new RedisStore({ redis: client, prefix: uniquePrefix('stats'), coalesce: false });
     await Promise.all(Array.from({ length: 10 }, (_, i) => ops(single).take(`u${i}`, [slow], 1)));
-    expect(single.stats()).toEqual({ calls: 10, ops: 10, keys: 10 });
+    expect(single.stats()).toEqual({ calls: 10, ops: 10, keys: 10, withdrawn: 0 });
   });
 });
 

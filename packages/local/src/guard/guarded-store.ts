@@ -92,7 +92,7 @@ export class GuardedStore {
 
   /** Sends the op `build` makes, under the guard; `build` runs only if the op is sent. */
   send(build: () => BucketOp): Promise<GuardResult<BucketReply>> {
-    return this.guard.run(() => this.store.apply(build()));
+    return this.guard.run((wait) => this.store.apply(build(), wait));
   }
 
   /** Counts `decision` and returns what the caller gets (admitted, in shadow mode). */

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import {
+  type CallerWait,
   CircuitOpenError,
   type Clock,
   ConfigError,
@@ -179,9 +180,11 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
    * taken from the caller's books unless it is sent). Never rejects: a failure, a timeout or an
    * open breaker resolves `{ ok: false, error }`, and a failure is reported on the `failure`
    * event. A timer that fires late because this process stalled gives the reply one more turn
-   * of the event loop, so that a stall of its own never counts against the store.
+   * of the event loop, so that a stall of its own never counts against the store. `call` gets
+   * the attempt's `CallerWait` to pass to `GlobalStore.apply`: an op still queued in the store
+   * when the timeout gives up is dropped unsent.
    */
-  run<T>(call: () => Promise<T>): Promise<GuardResult<T>> {
+  run<T>(call: (wait: CallerWait) => Promise<T>): Promise<GuardResult<T>> {
     if (!this.accepting) {
       this.#refusal ??= Promise.resolve({ ok: false, error: new CircuitOpenError(this.#lastError) });
       return this.#refusal;
@@ -194,17 +197,20 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
    * Runs `call` whatever the breaker says, under a timeout of its own: for `close()`, which
    * makes one last attempt to hand leased tokens back even right after a blip opened the breaker.
    */
-  force<T>(call: () => Promise<T>, timeoutMs: number): Promise<GuardResult<T>> {
+  force<T>(call: (wait: CallerWait) => Promise<T>, timeoutMs: number): Promise<GuardResult<T>> {
     return this.#attempt(call, timeoutMs);
   }
 
-  #attempt<T>(call: () => Promise<T>, timeoutMs: number): Promise<GuardResult<T>> {
+  #attempt<T>(call: (wait: CallerWait) => Promise<T>, timeoutMs: number): Promise<GuardResult<T>> {
     return new Promise<GuardResult<T>>((resolve) => {
       let settled = false;
       let lateMs = 0;
+      // Told to the store: an op still queued when the timeout gives up on it is never sent.
+      const wait = { gaveUp: false };
       const fail = () => {
         if (settled) return;
         settled = true;
+        wait.gaveUp = true;
         resolve(this.#failed(new StoreTimeoutError(timeoutMs, lateMs)));
       };
       const due = performance.now() + timeoutMs;
@@ -249,7 +255,7 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
         );
       };
       try {
-        call().then(onValue, onError);
+        call(wait).then(onValue, onError);
       } catch (cause) {
         onError(cause);
       }

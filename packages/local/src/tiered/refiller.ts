@@ -1,9 +1,11 @@
 import {
   type BucketOp,
   type BucketReply,
+  type CallerWait,
   type Clock,
   type LimitSpec,
   StoreTimeoutError,
+  StoreWithdrawnError,
 } from '@tiered-limiter/core';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { GuardedStore } from '../guard/guarded-store.js';
@@ -100,12 +102,13 @@ export class Refiller {
     cost: number,
     leaseOnDenial: () => Lease | undefined,
   ): Promise<GuardResult<BucketReply>> {
-    return this.#store.guard.run(() =>
+    return this.#store.guard.run((wait) =>
       this.#queue(() => {
+        if (wait.gaveUp) return withdrawn();
         const sentAt = this.#clock.now();
         const op = takeOp(key, cost, this.#limits(), this.#config.timing);
         this.#counters.refills++;
-        return this.#store.store.apply(op).then((reply) => {
+        return this.#store.store.apply(op, wait).then((reply) => {
           const lease = reply.ok ? undefined : leaseOnDenial();
           if (lease !== undefined) {
             this.#apply(lease, op, reply, sentAt);
@@ -166,9 +169,10 @@ export class Refiller {
    * they free). Resolves whether the store took it.
    */
   settle(lease: Lease, { credit, debit, limits }: SettleOptions = {}): Promise<boolean> {
-    const send = () =>
+    const send = (wait: CallerWait) =>
       this.#queue(
-        (): Promise<unknown> => this.#sendOwed(lease, credit, debit, limits) ?? Promise.resolve(NOTHING_SENT),
+        (): Promise<unknown> =>
+          this.#sendOwed(lease, credit, debit, limits, wait) ?? Promise.resolve(NOTHING_SENT),
       );
     return this.#store.guard.run(send).then((result) => result.ok);
   }
@@ -237,13 +241,16 @@ export class Refiller {
     credit: number | undefined,
     debit: number | undefined,
     limits?: readonly LimitSpec[],
+    wait?: CallerWait,
   ): Promise<void> | undefined {
-    // `reward` and `penalty` (a credit, a debit) have a caller waiting on them; a hand-back has not.
+    // `reward` and `penalty` (a credit, a debit) have a caller waiting on them; a hand-back has not,
+    // and one sent late still counts (its generation tells the store what it may credit).
     const background = credit === undefined && debit === undefined;
+    if (!background && wait?.gaveUp === true) return withdrawn();
     const op = this.#op(lease, undefined, background, credit, debit, limits);
     if (op === undefined) return undefined;
     this.#counters.refunds++;
-    return this.#store.store.apply(op).then(
+    return this.#store.store.apply(op, background ? undefined : wait).then(
       () => {
         this.#counters.tokensRefunded += returned(op);
       },
@@ -263,10 +270,11 @@ export class Refiller {
   }
 
   #call(lease: Lease, ask: (sentAt: number) => Ask): Promise<GuardResult<BucketReply>> {
-    const call = this.#store.guard.run(() =>
+    const call = this.#store.guard.run((wait) =>
       this.#queued(() => {
+        if (wait.gaveUp) return withdrawn();
         const sentAt = this.#clock.now();
-        return this.#exchange(lease, ask(sentAt), false, sentAt);
+        return this.#exchange(lease, ask(sentAt), false, sentAt, wait);
       }),
     );
     lease.refill = call;
@@ -280,13 +288,19 @@ export class Refiller {
    * Sends `lease`'s op (what it owes, and `ask`) sent at `sentAt`, and applies the reply to the
    * lease; what a failed op carried is counted unreported, never resent.
    */
-  #exchange(lease: Lease, ask: Ask, background: boolean, sentAt: number): Promise<BucketReply> {
+  #exchange(
+    lease: Lease,
+    ask: Ask,
+    background: boolean,
+    sentAt: number,
+    wait?: CallerWait,
+  ): Promise<BucketReply> {
     // The grant's life is fixed with its op: a reply that lands after a retime keeps the hold it was sent with.
     const lifeMs = grantLifeMs(ask, this.#config.timing);
     const op = this.#op(lease, ask, background) ?? { key: lease.key, limits: this.#limits() };
     if (op.reserve !== undefined || op.take !== undefined) this.#counters.refills++;
     else this.#counters.refunds++;
-    return this.#store.store.apply(op).then(
+    return this.#store.store.apply(op, wait).then(
       (reply) => {
         this.#apply(lease, op, reply, sentAt, lifeMs);
         return reply;
@@ -331,4 +345,12 @@ export class Refiller {
     );
     this.#onReply(lease, leased, dry, op.limits === this.#limits() ? undefined : op.limits);
   }
+}
+
+/**
+ * What a queued call resolves when the guard gave up on it before its turn: nothing is built, so
+ * nothing leaves the lease's books, and the guard, settled already, reads nothing of it.
+ */
+function withdrawn(): Promise<never> {
+  return Promise.reject(new StoreWithdrawnError());
 }

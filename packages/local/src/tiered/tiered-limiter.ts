@@ -211,7 +211,11 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     return this.#parts.admin.reset(key);
   }
 
-  /** Gives `tokens` back to `key`'s global buckets, never past their room; resolves whether done. */
+  /**
+   * Gives `tokens` back to `key`'s global buckets, never past their room; resolves `true` once done,
+   * `false` when the store failed or did not answer in time: an op still queued then was never
+   * sent, one already on its way may have run.
+   */
   reward(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
     return this.#parts.admin.reward(key, tokens);
@@ -219,7 +223,9 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
 
   /**
    * Takes `tokens` from `key`'s global buckets regardless (at most a capacity into debt); this
-   * instance's leased tokens of the key go back with it.
+   * instance's leased tokens of the key go back with it. Resolves `true` once done, `false`
+   * when the store failed or did not answer in time: an op still queued then was never sent, one
+   * already on its way may have run.
    */
   penalty(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
