@@ -92,6 +92,7 @@ export interface BucketReply {
  * when its timeout fires). A store reads it before it sends a queued op.
  */
 export interface CallerWait {
+  /** `true` once the caller stopped waiting: an op not yet sent should not be. */
   readonly gaveUp: boolean;
 }
 
