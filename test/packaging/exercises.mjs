@@ -250,6 +250,7 @@ export const exercises = {
     StoreError: errorCase('StoreError', ['down'], 'ERR_TL_STORE'),
     StoreTimeoutError: errorCase('StoreTimeoutError', [20], 'ERR_TL_STORE_TIMEOUT'),
     CircuitOpenError: errorCase('CircuitOpenError', [], 'ERR_TL_CIRCUIT_OPEN'),
+    StoreWithdrawnError: errorCase('StoreWithdrawnError', [], 'ERR_TL_STORE_WITHDRAWN'),
     ClosedError: errorCase('ClosedError', ['limiter'], 'ERR_TL_CLOSED'),
     defineLimit: (m) => {
       const limit = m.core.defineLimit({ capacity: 20, refillPerSecond: 5, name: 'api' });
