@@ -4,37 +4,14 @@
  */
 
 import type { Meter } from '@opentelemetry/api';
-import {
-  AggregationTemporality,
-  type DataPoint,
-  InMemoryMetricExporter,
-  MeterProvider,
-  type MetricData,
-  PeriodicExportingMetricReader,
-} from '@opentelemetry/sdk-metrics';
+import type { DataPoint, MetricData } from '@opentelemetry/sdk-metrics';
 import { ConfigError, defineLimit } from '@tiered-limiter/core';
 import { MemoryStore, TieredLimiter } from '@tiered-limiter/local';
 import { ATTRIBUTES, instrumentStore, METRICS, observeLimiter } from '@tiered-limiter/otel';
 import { describe, expect, it } from 'vitest';
+import { sdk } from './otel-sdk.js';
 
 const LIMIT = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'api' });
-
-/** An SDK meter with an in-memory exporter, and a way to collect what it holds now. */
-export function sdk() {
-  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
-  const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
-  const provider = new MeterProvider({ readers: [reader] });
-  return {
-    meter: provider.getMeter('tiered-limiter-audit'),
-    async collect(): Promise<Map<string, MetricData>> {
-      exporter.reset();
-      await reader.forceFlush();
-      const metrics = exporter.getMetrics().flatMap((r) => r.scopeMetrics.flatMap((s) => s.metrics));
-      return new Map(metrics.map((m) => [m.descriptor.name, m]));
-    },
-    shutdown: () => provider.shutdown(),
-  };
-}
 
 /** Every data point of `metric`, as attribute value of `key` → value. */
 function byAttribute(metric: MetricData | undefined, key: string): Record<string, number> {
@@ -44,7 +21,7 @@ function byAttribute(metric: MetricData | undefined, key: string): Record<string
 
 describe('observeLimiter on a TieredLimiter', () => {
   it('reports decisions by tier that add up to decisions by outcome (a blocked key is tier `local`)', async () => {
-    const otel = sdk();
+    const otel = sdk('tiered-limiter-audit');
     const limiter = new TieredLimiter({ store: new MemoryStore(), limits: LIMIT, failurePolicy: 'open' });
     const observation = observeLimiter(limiter, otel.meter);
     for (let i = 0; i < 3; i++) limiter.tryConsume('k') ?? (await limiter.consume('k'));
@@ -110,7 +87,7 @@ describe('observeLimiter and instrumentStore refuse bad input at once, naming it
     ],
   ];
   it.each(cases)('%s', (_name, option, make) => {
-    const otel = sdk();
+    const otel = sdk('tiered-limiter-audit');
     let thrown: unknown;
     try {
       make(otel.meter);
@@ -122,7 +99,7 @@ describe('observeLimiter and instrumentStore refuse bad input at once, naming it
   });
 
   it('still take what is right: a limiter, a store, attributes of every kind', async () => {
-    const otel = sdk();
+    const otel = sdk('tiered-limiter-audit');
     const observation = observeLimiter(limiter, otel.meter, {
       attributes: { name: 'api', n: 1, on: true, list: ['a', 'b'] },
     });
@@ -137,7 +114,7 @@ describe('observeLimiter and instrumentStore refuse bad input at once, naming it
 
 describe('the fleet gauge', () => {
   it('reports the instances alive, not the declared floor: one alive of 4 declared reads 1', async () => {
-    const otel = sdk();
+    const otel = sdk('tiered-limiter-audit');
     const store = new MemoryStore();
     const limiter = new TieredLimiter({ store, limits: LIMIT, failurePolicy: 'open', instances: 4 });
     const observation = observeLimiter(limiter, otel.meter);
@@ -156,7 +133,7 @@ describe('the fleet gauge', () => {
   });
 
   it('reports nothing where the limiter counts no fleet (no sync): the declared size is no count', async () => {
-    const otel = sdk();
+    const otel = sdk('tiered-limiter-audit');
     const limiter = new TieredLimiter({
       store: new MemoryStore(),
       limits: LIMIT,

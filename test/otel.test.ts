@@ -4,15 +4,7 @@
  * degraded time and breaker openings, each checked against the limiter's own counters.
  */
 
-import {
-  AggregationTemporality,
-  type DataPoint,
-  type Histogram,
-  InMemoryMetricExporter,
-  MeterProvider,
-  type MetricData,
-  PeriodicExportingMetricReader,
-} from '@opentelemetry/sdk-metrics';
+import type { DataPoint, Histogram, MetricData } from '@opentelemetry/sdk-metrics';
 import { defineLimit } from '@tiered-limiter/core';
 import { RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
 import { ATTRIBUTES, instrumentStore, METRICS, observeLimiter } from '@tiered-limiter/otel';
@@ -25,6 +17,7 @@ import {
   whenReady,
 } from '@tiered-limiter/test-harness';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sdk } from './otel-sdk.js';
 
 let server: RedisServer;
 beforeAll(async () => {
@@ -33,23 +26,6 @@ beforeAll(async () => {
 afterAll(() => server.stop());
 
 const LIMIT = defineLimit({ capacity: 50, refillPerSecond: 0.001, name: 'api' });
-
-/** An SDK meter with an in-memory exporter, and a way to collect what it holds now. */
-function sdk() {
-  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
-  const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
-  const provider = new MeterProvider({ readers: [reader] });
-  return {
-    meter: provider.getMeter('tiered-limiter-test'),
-    async collect(): Promise<Map<string, MetricData>> {
-      exporter.reset();
-      await reader.forceFlush();
-      const metrics = exporter.getMetrics().flatMap((r) => r.scopeMetrics.flatMap((s) => s.metrics));
-      return new Map(metrics.map((m) => [m.descriptor.name, m]));
-    },
-    shutdown: () => provider.shutdown(),
-  };
-}
 
 /** The value of the data point of `metric` whose attributes include `match`. */
 function pointValue(metric: MetricData | undefined, match: Record<string, string> = {}): number | undefined {
