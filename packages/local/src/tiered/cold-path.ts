@@ -49,7 +49,7 @@ export class ColdPath {
     this.#counters = counters;
     this.#coldStart = coldStart;
     this.#timing = timing;
-    this.#charges = new TurnCharges((leases, sending) => refiller.settleAll(leases, sending));
+    this.#charges = new TurnCharges((leases, sending) => refiller.settler.settleAll(leases, sending));
   }
 
   /**

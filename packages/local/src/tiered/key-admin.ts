@@ -79,7 +79,7 @@ export class KeyAdmin {
     const credit = assertTokens(tokens);
     const lease = this.#parts.leaseFor(key);
     lease.deniedUntilMs = lease.blockedUntilMs;
-    return this.#parts.refiller.settle(lease, { credit });
+    return this.#parts.refiller.settler.settle(lease, { credit });
   }
 
   /**
@@ -92,7 +92,7 @@ export class KeyAdmin {
     const debit = assertTokens(tokens);
     const lease = this.#parts.leaseFor(key);
     drainLease(lease);
-    return this.#parts.refiller.settle(lease, { debit });
+    return this.#parts.refiller.settler.settle(lease, { debit });
   }
 
   /** Denies `key` here for `ms` with no round trip; its leased tokens go back to the store. */

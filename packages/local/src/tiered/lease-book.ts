@@ -171,16 +171,12 @@ export class LeaseBook {
   }
 
   /**
-   * `setLimits`: hands back what every one of `leases` holds (taken under the old `limits`) and
-   * reports their spends, to the old limits' buckets, in one guarded attempt: a settle per key
-   * timed 10,000 keys out together on a healthy Redis, a `failure` each, and opened the breaker.
+   * `setLimits`: hands back what `leases` hold and reports their spends to the old `limits`' buckets,
+   * in one guarded attempt (a settle per key timed 10,000 out together and opened the breaker).
    */
   drainAll(leases: Iterable<Lease>, limits: readonly LimitSpec[]): void {
-    const drained: Lease[] = [];
-    for (const lease of leases) {
-      drainLease(lease);
-      drained.push(lease);
-    }
+    const drained = [...leases];
+    for (const lease of drained) drainLease(lease);
     this.#settlements.settleAll(drained, limits);
   }
 

@@ -38,7 +38,7 @@ export class Settlements {
    * were taken under limits replaced since; kept to be sent again if refused.
    */
   settle(lease: Lease, limits?: readonly LimitSpec[]): void {
-    const settle = this.#refiller.settle(lease, { limits });
+    const settle = this.#refiller.settler.settle(lease, { limits });
     this.#pending.add(settle);
     void settle.then((ok) => {
       this.#pending.delete(settle);
@@ -60,7 +60,7 @@ export class Settlements {
    */
   settleAll(leases: readonly Lease[], limits?: readonly LimitSpec[]): void {
     if (leases.length === 0) return;
-    const settle = this.#refiller.settleMany(leases, limits);
+    const settle = this.#refiller.settler.settleMany(leases, limits);
     this.#pending.add(settle);
     void settle.then(() => this.#pending.delete(settle));
   }
@@ -76,7 +76,7 @@ export class Settlements {
     if (this.#owing.size === 0 || this.#retrying) return;
     const leases = [...this.#owing];
     this.#retrying = true;
-    const retry = this.#refiller.settleMany(leases);
+    const retry = this.#refiller.settler.settleMany(leases);
     this.#pending.add(retry);
     void retry.then(() => {
       this.#pending.delete(retry);
@@ -95,7 +95,7 @@ export class Settlements {
     drainLease(lease);
     const closingWait = this.#closingWait;
     if (closingWait === undefined) this.settle(lease, limits);
-    else this.#pending.add(this.#refiller.handBack([lease], closingWait()));
+    else this.#pending.add(this.#refiller.settler.handBack([lease], closingWait()));
   }
 
   /**
@@ -115,7 +115,7 @@ export class Settlements {
 
   /** One hand-back of what `leases` owe, past the breaker, within `waitMs`; resolves whether the store took it all. */
   handBack(leases: readonly Lease[], waitMs: number): Promise<boolean> {
-    const handBack = this.#refiller.handBack(leases, waitMs);
+    const handBack = this.#refiller.settler.handBack(leases, waitMs);
     this.#pending.add(handBack);
     return handBack;
   }

@@ -211,11 +211,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     return this.#parts.admin.reset(key);
   }
 
-  /**
-   * Gives `tokens` back to `key`'s global buckets, never past their room; resolves `true` once done,
-   * `false` when the store failed or did not answer in time: an op still queued then was never
-   * sent, one already on its way may have run.
-   */
+  /** Gives `tokens` back to `key`'s global buckets, never past their room; resolves as `penalty` does. */
   reward(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
     return this.#parts.admin.reward(key, tokens);
