@@ -23,6 +23,8 @@ export class FleetRegistry {
   /** When the current unbroken stretch within the declared fleet began (an answer's arrival). */
   #withinFromMs: number | undefined;
   #lastBeatAtMs = Number.NEGATIVE_INFINITY;
+  /** When the beat not yet answered was sent; `undefined` when none is out (see `beat`). */
+  #unansweredSinceMs: number | undefined;
   /** Until when the live count holds: the last answered beat's send time plus the registration's life. */
   #liveUntilMs = Number.NEGATIVE_INFINITY;
 
@@ -74,18 +76,27 @@ export class FleetRegistry {
   /**
    * Tells the store this instance is alive for `ttlMs` and reads the live count, at `nowMs`; an
    * `idle` instance (no key held, nothing owed) does so once per `IDLE_BEAT_MS` at most. Resolves
-   * the count when it changed, else `undefined`; never rejects.
+   * the count when it changed, else `undefined`; never rejects. No beat is sent while the last one
+   * is unanswered, for up to the registration's life: heartbeats go outside the guard, so behind a
+   * paused server they queued one a tick (12 in 1.1 s at a 50 ms period), and each would only have read the same
+   * count later. Past that life the registration has lapsed anyway, and a new beat may find a
+   * connection the old one was lost on.
    */
   async beat(nowMs: number, idle: boolean, ttlMs: number): Promise<number | undefined> {
     const heartbeat = this.#store.heartbeat;
     if (heartbeat === undefined) return undefined;
+    const unanswered = this.#unansweredSinceMs;
+    if (unanswered !== undefined && nowMs - unanswered < ttlMs) return undefined;
     if (idle && nowMs - this.#lastBeatAtMs < IDLE_BEAT_MS) return undefined;
     this.#lastBeatAtMs = nowMs;
+    this.#unansweredSinceMs = nowMs;
     let live: number;
     try {
       live = await heartbeat.call(this.#store, this.#instanceId, ttlMs);
     } catch {
       return undefined;
+    } finally {
+      if (this.#unansweredSinceMs === nowMs) this.#unansweredSinceMs = undefined;
     }
     // A stretch within the declared fleet goes on only if the last answer still held when this
     // one came (the registration never lapsed in between) and counted no more; it begins anew at
