@@ -9,7 +9,7 @@ import type { LRUCache } from 'lru-cache';
 import { lruTable } from './table.js';
 
 /** A denial the store gave: until when, when its limit is full again, and which limit it was. */
-interface Denial {
+export interface Denial {
   readonly untilMs: number;
   readonly fullAtMs: number;
   readonly spec: LimitSpec;
@@ -54,9 +54,22 @@ export class DenialMemory {
     return denyDecision(left, 0, Math.max(0, Math.ceil(denial.fullAtMs - now)), denial.spec, 'local');
   }
 
-  /** Forgets `key`'s denial (a reward or reset here may have given it tokens). */
-  forget(key: string): void {
-    this.#denials.delete(key);
+  /**
+   * Forgets `key`'s denial (a reward or reset here may have given it tokens), and returns it, for
+   * `restore` should the reward not reach the store.
+   */
+  forget(key: string): Denial | undefined {
+    const denial = this.#denials.get(key);
+    if (denial !== undefined) this.#denials.delete(key);
+    return denial;
+  }
+
+  /**
+   * Keeps `denial` for `key` again unless a newer one came meanwhile: a reward that failed gave no
+   * token, and without it the next request went to the failing store for its policy to decide.
+   */
+  restore(key: string, denial: Denial): void {
+    if (!this.#denials.has(key)) this.#denials.set(key, denial);
   }
 
   /** Forgets every denial (new limits). */

@@ -201,8 +201,14 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
    */
   reward(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
-    this.#denials?.forget(key);
-    return this.#manage({ key, limits: this.#limits, credit: assertTokens(tokens) });
+    const credit = assertTokens(tokens);
+    const denial = this.#denials?.forget(key);
+    const done = this.#manage({ key, limits: this.#limits, credit });
+    if (denial === undefined) return done;
+    return done.then((landed) => {
+      if (!landed) this.#denials?.restore(key, denial);
+      return landed;
+    });
   }
 
   /**

@@ -73,13 +73,19 @@ export class KeyAdmin {
   /**
    * Gives `tokens` back to the global buckets of `key`, never past their room. The key's spends
    * ride first, so the reward lands in the room they free, and a denial this instance remembers
-   * for the key is forgotten (the bucket may have tokens now).
+   * for the key is forgotten (the bucket may have tokens now), unless the reward fails.
    */
   reward(key: string, tokens: number): Promise<boolean> {
     const credit = assertTokens(tokens);
     const lease = this.#parts.leaseFor(key);
+    const deniedUntilMs = lease.deniedUntilMs;
     lease.deniedUntilMs = lease.blockedUntilMs;
-    return this.#parts.refiller.settler.settle(lease, { credit });
+    return this.#parts.refiller.settler.settle(lease, { credit }).then((landed) => {
+      // A reward that failed gave no token: the denial stays, or the next request would go to the
+      // failing store and its policy would decide (`open` admitted one from an empty bucket).
+      if (!landed && deniedUntilMs > lease.deniedUntilMs) lease.deniedUntilMs = deniedUntilMs;
+      return landed;
+    });
   }
 
   /**
