@@ -211,7 +211,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     return this.#parts.admin.reset(key);
   }
 
-  /** Gives `tokens` back to `key`'s global buckets, never past their room; resolves as `penalty` does. */
+  /** Gives `tokens` back, never past the room; resolves as `penalty`; `true` lifts a remembered denial. */
   reward(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
     return this.#parts.admin.reward(key, tokens);
