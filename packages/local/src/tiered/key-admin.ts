@@ -1,4 +1,12 @@
-import { allowDecision, type Clock, type Decision, denyDecision, type LimitSpec } from '@tiered-limiter/core';
+import {
+  allowDecision,
+  type BucketOp,
+  type Clock,
+  type Decision,
+  denyDecision,
+  type LimitSpec,
+  StoreWithdrawnError,
+} from '@tiered-limiter/core';
 import type { LRUCache } from 'lru-cache';
 import { assertBlockMs } from '../block-list.js';
 import { decisionOf, type GuardedStore } from '../guard/guarded-store.js';
@@ -7,6 +15,7 @@ import { drainLease, type Lease } from './lease.js';
 import type { LeaseBook } from './lease-book.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
+import type { TieredCounters } from './stats.js';
 
 /** What a two-tier limiter's management calls and cold path need of it. */
 export interface KeyParts {
@@ -27,10 +36,12 @@ export class KeyAdmin {
   readonly #parts: KeyParts;
   /** The limiter's lease timing, read for what a take may borrow now (it follows the sync). */
   readonly #timing: TieredConfig['timing'];
+  readonly #counters: TieredCounters;
 
-  constructor(parts: KeyParts, timing: TieredConfig['timing']) {
+  constructor(parts: KeyParts, timing: TieredConfig['timing'], counters: TieredCounters) {
     this.#parts = parts;
     this.#timing = timing;
+    this.#counters = counters;
   }
 
   /** The global bucket plus this instance's lease, taking nothing; shadowed as a request would be. */
@@ -47,9 +58,13 @@ export class KeyAdmin {
       return denyDecision(blocked.blockedUntilMs - now, 0, blocked.resetMs, blocked.limit, 'local');
     }
     const limits = this.#parts.limits();
-    // A request's take or lease may borrow `aheadMs` of refill (the sync period): so may the look.
-    const aheadMs = this.#timing.aheadMs;
-    const result = await store.send(() => (aheadMs > 0 ? { key, limits, aheadMs } : { key, limits }));
+    const result = await store.guard.run((wait) => {
+      const op = this.#lookOp(key, limits);
+      return store.store.apply(op, wait).catch((error: unknown) => {
+        this.#lookFailed(key, op, error);
+        throw error;
+      });
+    });
     if (!result.ok) return store.policy.peek(key, result.error);
     const lease = leases.peek(key);
     const held = lease === undefined ? 0 : book.live(lease);
@@ -58,6 +73,34 @@ export class KeyAdmin {
     return held > 0
       ? allowDecision(reply.remaining + held, reply.resetMs, spec, 'global')
       : decisionOf(reply, limits, 'global');
+  }
+
+  /**
+   * The look's op. A request's take or lease may borrow `aheadMs` of refill (the sync period): so
+   * may the look. What optimistic cold start admitted on credit and has not charged yet rides as
+   * its debit, read after it in the same script: the charge leaves after the turn that gave the
+   * credit, and a look made in that turn (or ahead of it in the store's call, as ops that callers
+   * wait on go first) read the bucket up to the credit too full.
+   */
+  #lookOp(key: string, limits: readonly LimitSpec[]): BucketOp {
+    const aheadMs = this.#timing.aheadMs;
+    const op: { -readonly [K in keyof BucketOp]: BucketOp[K] } = { key, limits };
+    if (aheadMs > 0) op.aheadMs = aheadMs;
+    const lease = this.#parts.leases.peek(key);
+    if (lease !== undefined && lease.debt > 0) {
+      op.debit = lease.debt;
+      lease.debt = 0;
+    }
+    return op;
+  }
+
+  /** A look's op failed: a debit the store never saw (withdrawn unsent) is owed again, else lost, as a charge's is. */
+  #lookFailed(key: string, op: BucketOp, error: unknown): void {
+    const debit = op.debit ?? 0;
+    if (debit === 0) return;
+    const lease = this.#parts.leases.peek(key);
+    if (error instanceof StoreWithdrawnError && lease !== undefined) lease.debt += debit;
+    else this.#counters.tokensUnreported += debit;
   }
 
   /** Forgets `key` here (its lease dropped, nothing handed back) and in the store. */

@@ -194,7 +194,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     );
   }
 
-  /** What a request of cost 1 would get now, taking nothing: the global bucket plus this lease. */
+  /** What a request of cost 1 would get now, taking nothing: the global bucket (less credit) plus this lease. */
   peek(key: string): Promise<Decision> {
     this.#check(key);
     return this.#parts.admin.peek(key);

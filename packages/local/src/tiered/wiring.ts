@@ -129,7 +129,7 @@ export function wireTiered(
       leases,
       book,
       syncer,
-      admin: new KeyAdmin(keyParts, config.timing),
+      admin: new KeyAdmin(keyParts, config.timing, counters),
       cold,
       sightings,
       leaseFor,
