@@ -4,7 +4,7 @@ import { inCallGroupOrder } from './call-groups.js';
 import { IDLE_BEAT_MS } from './fleet-registry.js';
 import type { ClockHold, HotClock } from './hot-clock.js';
 import { drainLease, expireGrants, type Lease } from './lease.js';
-import { forgetReleased, owes, owesHandBack } from './lease-reports.js';
+import { carveOff, forgetReleased, owes, owesHandBack } from './lease-reports.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 import { RoundPacer } from './round-pacer.js';
@@ -171,13 +171,12 @@ export class LeaseBook {
   }
 
   /**
-   * `setLimits`: hands back what `leases` hold and reports their spends to the old `limits`' buckets,
-   * in one guarded attempt (a settle per key timed 10,000 out together and opened the breaker).
+   * `setLimits`: hands back what `leases` hold and reports their spends to the old `limits`' buckets
+   * (on carriers of those limits, however late), in one guarded attempt (a settle per key timed
+   * 10,000 out together and opened the breaker).
    */
   drainAll(leases: Iterable<Lease>, limits: readonly LimitSpec[]): void {
-    const drained = [...leases];
-    for (const lease of drained) drainLease(lease);
-    this.#settlements.settleAll(drained, limits);
+    this.#settlements.settleAll(carveOff(leases, limits));
   }
 
   /**
@@ -210,13 +209,13 @@ export class LeaseBook {
     this.#hotClock.release();
   }
 
-  #replied(lease: Lease, leased: number, dry: boolean, stale: readonly LimitSpec[] | undefined): void {
+  #replied(lease: Lease, leased: number, dry: boolean, stale: Lease | undefined): void {
     if (stale !== undefined) {
-      // Asked under limits `setLimits` has replaced: its grant goes back, as the leases setLimits
-      // drained did (a lease of 20 under a capacity lowered to 2 was spent here), and its denial
-      // says nothing of the new limits.
+      // Asked under limits `setLimits` has replaced: its grant (on a carrier of those limits) goes
+      // back, as the leases setLimits drained did (a lease of 20 under a capacity lowered to 2 was
+      // spent here), and its denial says nothing of the new limits.
       lease.deniedUntilMs = lease.blockedUntilMs;
-      this.#settlements.lateGrant(lease, leased, stale);
+      this.#settlements.lateGrant(stale, leased);
       return;
     }
     if (lease.detached || this.#clock.now() < lease.blockedUntilMs) {

@@ -9,12 +9,6 @@ export interface SettleOptions {
   readonly credit?: number | undefined;
   /** Tokens to take from the key regardless (`penalty`). */
   readonly debit?: number | undefined;
-  /**
-   * The limits the lease's grants were taken under, when `setLimits` has replaced them: its reports
-   * go to those buckets. Sent under a renamed limit, a hand-back found the new bucket's lease of the
-   * same generation (a coalesced call runs a waiting request's lease first) and added its tokens.
-   */
-  readonly limits?: readonly LimitSpec[] | undefined;
 }
 
 /**

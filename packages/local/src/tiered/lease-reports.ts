@@ -1,7 +1,34 @@
 /** What a lease owes the store: spends and hand-backs it has not heard of, and taking them off the books. */
 
-import type { LeaseReport } from '@tiered-limiter/core';
-import { type Grant, keepGrants, type Lease } from './lease.js';
+import type { LeaseReport, LimitSpec } from '@tiered-limiter/core';
+import { drainLease, type Grant, keepGrants, Lease } from './lease.js';
+
+/**
+ * A detached lease of `lease`'s key that carries grants taken under `limits`, replaced since
+ * (`setLimits`): what it owes goes to their buckets however late it is sent. Left on the key's
+ * lease, a hand-back the breaker refused rode the lease's next op under the new limits, and met a
+ * lease of the same generation on the new bucket (19 tokens created of 100).
+ */
+export function carrierOf(lease: Lease, limits: readonly LimitSpec[]): Lease {
+  const carrier = new Lease(lease.key, lease.replyAtMs, lease.limit);
+  carrier.detached = true;
+  carrier.grantedUnder = limits;
+  return carrier;
+}
+
+/** Drains each of `leases` and moves its grants to a carrier of `limits`; the carriers of those that held any. */
+export function carveOff(leases: Iterable<Lease>, limits: readonly LimitSpec[]): Lease[] {
+  const carriers: Lease[] = [];
+  for (const lease of leases) {
+    drainLease(lease);
+    if (lease.grants.length === 0) continue;
+    const carrier = carrierOf(lease, limits);
+    carrier.grants.push(...lease.grants);
+    lease.grants.length = 0;
+    carriers.push(carrier);
+  }
+  return carriers;
+}
 
 /** Whether the lease has spends or hand-backs the store has not heard of. */
 export function owes(lease: Lease): boolean {

@@ -43,6 +43,8 @@ export class Lease {
   readonly key: string;
   /** Set once the lease left the table (evicted, or the limiter closed): late grants go back. */
   detached = false;
+  /** A detached carrier's limits (`carrierOf`): its grants were taken under them, not the limiter's. */
+  grantedUnder: readonly LimitSpec[] | undefined = undefined;
   /** The grant the hot path spends from: the first with tokens left (its expiry still to check). */
   head: Grant | undefined = undefined;
   /** Grants not yet fully accounted for to the store, by expiry. */

@@ -6,6 +6,7 @@ import { allAnswered } from './all-answered.js';
 import { BatchSizer } from './batch-size.js';
 import type { Lease } from './lease.js';
 import { type Ask, grantLifeMs, leaseOp, takeOp, unreported } from './lease-op.js';
+import { carrierOf } from './lease-reports.js';
 import type { TieredConfig } from './options.js';
 import { applyReply } from './reply.js';
 import { Settler, withdrawn } from './settler.js';
@@ -40,8 +41,7 @@ export class Refiller {
   readonly batching: BatchSizer;
   /** Hand-backs, rewards and penalties: what a lease owes, sent with nothing asked in return. */
   readonly settler: Settler;
-  #onReply: (lease: Lease, leased: number, dry: boolean, stale: readonly LimitSpec[] | undefined) => void =
-    () => {};
+  #onReply: (lease: Lease, leased: number, dry: boolean, stale: Lease | undefined) => void = () => {};
 
   constructor(
     store: GuardedStore,
@@ -62,12 +62,10 @@ export class Refiller {
 
   /**
    * Called with every lease the store just answered for: the tokens it leased, whether the key is
-   * dry (turned away, or granted tokens that left the bucket with none), and the op's limits when
-   * `setLimits` has replaced them since it was made (`stale`), else `undefined`.
+   * dry (turned away, or granted tokens that left the bucket with none), and when `setLimits` has
+   * replaced the op's limits since it was made, the carrier of its grant (`stale`), else `undefined`.
    */
-  onReply(
-    hook: (lease: Lease, leased: number, dry: boolean, stale: readonly LimitSpec[] | undefined) => void,
-  ): void {
+  onReply(hook: (lease: Lease, leased: number, dry: boolean, stale: Lease | undefined) => void): void {
     this.#onReply = hook;
   }
 
@@ -232,6 +230,7 @@ export class Refiller {
   #apply(lease: Lease, op: BucketOp, reply: BucketReply, sentAt: number, lifeMs?: number): void {
     // A reply is a moment the main thread runs anyway: bring the shared clock up to date too.
     touchSharedClock();
+    const stale = op.limits === this.#limits() ? undefined : carrierOf(lease, op.limits);
     const { leased, dry } = applyReply(
       lease,
       op,
@@ -241,7 +240,8 @@ export class Refiller {
       this.#counters,
       this.#config,
       lifeMs,
+      stale,
     );
-    this.#onReply(lease, leased, dry, op.limits === this.#limits() ? undefined : op.limits);
+    this.#onReply(lease, leased, dry, stale);
   }
 }

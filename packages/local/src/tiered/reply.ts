@@ -13,7 +13,8 @@ export interface ReplyEffect {
 /**
  * Applies the store's `reply` to `op` (sent at `sentAt`) to `lease` at `nowMs`: the grant (good
  * here for `lifeMs` from `sentAt`) or the take's token, what the bucket has left, and a denial to
- * remember; counts it in `counters`.
+ * remember; counts it in `counters`. The grant goes to `grantTo` (a carrier, for a reply to limits
+ * replaced since the op left).
  */
 export function applyReply(
   lease: Lease,
@@ -24,6 +25,7 @@ export function applyReply(
   counters: TieredCounters,
   config: TieredConfig,
   lifeMs: number = config.timing.ttlMs,
+  grantTo: Lease = lease,
 ): ReplyEffect {
   // Refills alone (a lease or a take): a sync's hand-back of an ended grant is no refill, and
   // counting it put the count at twice the refills sent on a key the sync kept.
@@ -37,7 +39,7 @@ export function applyReply(
     counters.tokensLeased += leased;
     // A token's life here counts from when it was asked for, before the store granted it; the
     // store counts its hold from the grant, later, and holds it longer still.
-    addGrant(lease, reply.generation, sentAt + lifeMs, leased);
+    addGrant(grantTo, reply.generation, sentAt + lifeMs, leased);
     // With the periodic sync the next lease comes with the next sync, not at a low-water mark.
     lease.lowWater = config.sync === undefined ? Math.ceil(leased * config.lowWater) : -1;
   }

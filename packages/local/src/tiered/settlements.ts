@@ -1,4 +1,3 @@
-import type { LimitSpec } from '@tiered-limiter/core';
 import { drainLease, type Lease } from './lease.js';
 import { owes } from './lease-reports.js';
 import type { Refiller } from './refiller.js';
@@ -34,11 +33,11 @@ export class Settlements {
   }
 
   /**
-   * Sends what `lease` owes (its spends and hand-backs), to the buckets of `limits` when its grants
-   * were taken under limits replaced since; kept to be sent again if refused.
+   * Sends what `lease` owes (its spends and hand-backs; a carrier's to the buckets of its limits);
+   * kept to be sent again if refused.
    */
-  settle(lease: Lease, limits?: readonly LimitSpec[]): void {
-    const settle = this.#refiller.settler.settle(lease, { limits });
+  settle(lease: Lease): void {
+    const settle = this.#refiller.settler.settle(lease);
     this.#pending.add(settle);
     void settle.then((ok) => {
       this.#pending.delete(settle);
@@ -54,15 +53,23 @@ export class Settlements {
   }
 
   /**
-   * Sends what `leases` (still in use) owe in one guarded attempt, to the buckets of `limits` when
-   * their grants were taken under limits replaced since; a refusal leaves it on them, for their
-   * next op.
+   * Sends what `carriers` (of limits `setLimits` replaced) owe in one guarded attempt; those the
+   * breaker refused are kept, to be sent again to their own buckets once the store answers.
    */
-  settleAll(leases: readonly Lease[], limits?: readonly LimitSpec[]): void {
-    if (leases.length === 0) return;
-    const settle = this.#refiller.settler.settleMany(leases, limits);
+  settleAll(carriers: readonly Lease[]): void {
+    if (carriers.length === 0) return;
+    const settle = this.#refiller.settler.settleMany(carriers);
     this.#pending.add(settle);
-    void settle.then(() => this.#pending.delete(settle));
+    void settle.then((ok) => {
+      this.#pending.delete(settle);
+      if (ok) return;
+      // A refusal built no op: what they owe is still on them. What a failed op carried has left.
+      for (const carrier of carriers) {
+        if (this.#owing.size >= this.#maxKeys) break;
+        if (owes(carrier)) this.#owing.add(carrier);
+      }
+      if (this.#owing.size > 0) this.#onOwing();
+    });
   }
 
   /**
@@ -90,11 +97,11 @@ export class Settlements {
    * A grant of `leased` tokens landed for a lease no longer in use (detached, or blocked): it goes
    * straight back, past the breaker while closing (a blip that opened it must not cost a late grant).
    */
-  lateGrant(lease: Lease, leased: number, limits?: readonly LimitSpec[]): void {
+  lateGrant(lease: Lease, leased: number): void {
     if (leased <= 0) return;
     drainLease(lease);
     const closingWait = this.#closingWait;
-    if (closingWait === undefined) this.settle(lease, limits);
+    if (closingWait === undefined) this.settle(lease);
     else this.#pending.add(this.#refiller.settler.handBack([lease], closingWait()));
   }
 

@@ -46,11 +46,10 @@ export class Settler {
    * `credit` or `debit` (`reward`, `penalty`: after the spends, so that a reward lands in the room
    * they free). Resolves whether the store took it.
    */
-  settle(lease: Lease, { credit, debit, limits }: SettleOptions = {}): Promise<boolean> {
+  settle(lease: Lease, { credit, debit }: SettleOptions = {}): Promise<boolean> {
     const send = (wait: CallerWait) =>
       this.#queue(
-        (): Promise<unknown> =>
-          this.#sendOwed(lease, credit, debit, limits, wait) ?? Promise.resolve(NOTHING_SENT),
+        (): Promise<unknown> => this.#sendOwed(lease, credit, debit, wait) ?? Promise.resolve(NOTHING_SENT),
       );
     return this.#store.guard.run(send).then((result) => result.ok);
   }
@@ -61,8 +60,8 @@ export class Settler {
    * builds no op, so what they owe stays on the leases; what a failed or timed-out attempt built
    * has left them (it lands late, or is counted unreported).
    */
-  settleMany(leases: readonly Lease[], limits?: readonly LimitSpec[]): Promise<boolean> {
-    const send = () => this.#queue(() => this.#sendAllOwed(leases, undefined, limits));
+  settleMany(leases: readonly Lease[]): Promise<boolean> {
+    const send = () => this.#queue(() => this.#sendAllOwed(leases));
     return this.#store.guard.run(send).then((result) => result.ok);
   }
 
@@ -95,15 +94,11 @@ export class Settler {
    * What every one of `leases` owes, each as an op of its own (`sending` called first); rejects when
    * any failed, once all answered; `NOTHING_SENT` when none owed anything.
    */
-  #sendAllOwed(
-    leases: Iterable<Lease>,
-    sending?: () => void,
-    limits?: readonly LimitSpec[],
-  ): Promise<unknown> {
+  #sendAllOwed(leases: Iterable<Lease>, sending?: () => void): Promise<unknown> {
     sending?.();
     const sent: Promise<void>[] = [];
     for (const lease of leases) {
-      const owed = this.#sendOwed(lease, undefined, undefined, limits);
+      const owed = this.#sendOwed(lease, undefined, undefined);
       if (owed !== undefined) sent.push(owed);
     }
     return sent.length === 0 ? Promise.resolve(NOTHING_SENT) : allAnswered(sent);
@@ -111,14 +106,13 @@ export class Settler {
 
   /**
    * Sends what `lease` owes (and a `credit` or `debit`) straight to the store, with nothing asked
-   * in return; `undefined` when there is nothing to send. Rejects when the store failed: what the
-   * op carried is counted as lost, never sent again.
+   * in return, to a carrier's own limits; `undefined` when there is nothing to send. Rejects when
+   * the store failed: what the op carried is counted as lost, never sent again.
    */
   #sendOwed(
     lease: Lease,
     credit: number | undefined,
     debit: number | undefined,
-    limits?: readonly LimitSpec[],
     wait?: CallerWait,
   ): Promise<void> | undefined {
     // `reward` and `penalty` (a credit, a debit) have a caller waiting on them; a hand-back has not,
@@ -129,7 +123,7 @@ export class Settler {
       lease,
       undefined,
       background,
-      limits ?? this.#limits(),
+      lease.grantedUnder ?? this.#limits(),
       this.#timing,
       credit ?? 0,
       debit ?? 0,

@@ -1,0 +1,91 @@
+// `setLimits` to a renamed limit while the breaker is open: the old lease's hand-back is refused,
+// kept, and sent once the store answers. It must go to the bucket its tokens came from. Sent
+// under the new name, it met a lease of the same generation that another holder had taken on the
+// new bucket since (a generation is a release time rounded to a step that grows with the hold:
+// about 268 s for a lease of an hour), handed back 19 of that lease's tokens and created them.
+import { defineLimit } from '@tiered-limiter/core';
+import { TieredLimiter } from '@tiered-limiter/local';
+import { RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
+import { uniquePrefix, whenReady } from '@tiered-limiter/test-harness';
+import type { Redis } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
+import { redisForFile } from './src/redis-for-file.js';
+
+/** Nothing refills during the test: what is admitted is counted exactly. */
+const OLD = defineLimit({ capacity: 100, refillPerSecond: 0.001, name: 'old' });
+const NEW = defineLimit({ capacity: 100, refillPerSecond: 0.001, name: 'new' });
+const TTL_MS = 3_600_000;
+/** The store's hold of a grant: the lease's life and its grace (half of it). */
+const HOLD_MS = TTL_MS * 1.5;
+const PAUSE_MS = 300;
+const COOLDOWN_MS = 500;
+
+const server = redisForFile();
+const clients: Redis[] = [];
+const limiters: TieredLimiter[] = [];
+afterEach(async () => {
+  await Promise.all(limiters.splice(0).map((l) => l.close()));
+  for (const c of clients.splice(0)) c.disconnect();
+});
+
+async function store(prefix: string): Promise<RedisStore> {
+  const redis = server.client({ ...recommendedRedisOptions });
+  clients.push(redis);
+  await whenReady(redis);
+  return new RedisStore({ redis, prefix });
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** How many of `n` decisions for `key` are admitted, one after another. */
+async function admitted(limiter: TieredLimiter, key: string, n: number): Promise<number> {
+  let count = 0;
+  for (let i = 0; i < n; i++) {
+    if ((limiter.tryConsume(key) ?? (await limiter.consume(key))).allowed) count++;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  return count;
+}
+
+describe('setLimits to a renamed limit while the breaker is open', () => {
+  it('the old lease, handed back after the recovery, credits the old bucket, never the new one', async () => {
+    const prefix = uniquePrefix('limits-outage');
+    const limiter = new TieredLimiter({
+      store: await store(prefix),
+      limits: OLD,
+      sync: false,
+      failurePolicy: 'closed',
+      timeoutMs: 20,
+      breaker: { failureThreshold: 1, cooldownMs: COOLDOWN_MS },
+      lease: { minBatch: 20, ttlMs: TTL_MS },
+    });
+    limiters.push(limiter);
+    const other = await store(prefix);
+    expect(await admitted(limiter, 'k', 1)).toBe(1);
+
+    const opened = new Promise<void>((resolve) => limiter.once('degraded', () => resolve()));
+    await server.client().call('CLIENT', 'PAUSE', String(PAUSE_MS), 'ALL');
+    expect(await limiter.consume('elsewhere')).toMatchObject({ allowed: false, tier: 'fallback' });
+    await opened;
+    // The drain's hand-back of 19 (and its spend of 1) is refused: the breaker is open.
+    limiter.setLimits(NEW);
+    await sleep(PAUSE_MS + 50);
+
+    // Another holder (an instance of the fleet) leases 20 of the new bucket, in the generation the
+    // old grant had (same hold, within one step of it).
+    const lease = await other.apply({
+      key: 'k',
+      limits: [NEW],
+      reserve: { want: 20, min: 1, holdMs: HOLD_MS },
+    });
+    expect(lease.granted).toBe(20);
+    await sleep(COOLDOWN_MS);
+
+    // The new bucket had 100: 20 on lease elsewhere, so 80 at most here.
+    expect(await admitted(limiter, 'k', 150)).toBe(80);
+    const look = await other.apply({ key: 'k', limits: [NEW] });
+    expect(look.remaining).toBe(0);
+    // The old bucket got its 19 back: 1 spent of 100.
+    expect((await other.apply({ key: 'k', limits: [OLD] })).remaining).toBe(99);
+  });
+});
