@@ -15,8 +15,13 @@ export interface TcpProxy {
  * Starts a TCP proxy on a free loopback port that pipes each connection to `to`. A failover test
  * points clients at it as they would point at a managed service's endpoint, and retargets it when
  * the master changes: a connection opened before then still reaches the old, demoted master.
+ * With `delayMs`, every chunk is passed on that long after it arrived, each way, in order: a server
+ * that answers, slowly (a round trip of twice the delay and more).
  */
-export async function startTcpProxy(to: { readonly host: string; readonly port: number }): Promise<TcpProxy> {
+export async function startTcpProxy(
+  to: { readonly host: string; readonly port: number },
+  { delayMs = 0 }: { readonly delayMs?: number } = {},
+): Promise<TcpProxy> {
   let target = to;
   const sockets = new Set<Socket>();
   const server = createServer((client) => {
@@ -29,8 +34,13 @@ export async function startTcpProxy(to: { readonly host: string; readonly port: 
         upstream.destroy();
       });
     }
-    client.pipe(upstream);
-    upstream.pipe(client);
+    if (delayMs > 0) {
+      client.on('data', (chunk) => setTimeout(() => upstream.write(chunk), delayMs));
+      upstream.on('data', (chunk) => setTimeout(() => client.write(chunk), delayMs));
+    } else {
+      client.pipe(upstream);
+      upstream.pipe(client);
+    }
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
   });

@@ -55,6 +55,7 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
   readonly #clock: Clock;
   #state: BreakerState = 'closed';
   #consecutiveFailures = 0;
+  #stallSeenAtMs = Number.NEGATIVE_INFINITY;
   /** When the last timeout that counted toward the streak fired. */
   #lastTimeoutAtMs = Number.NEGATIVE_INFINITY;
   #openedAtMs = 0;
@@ -104,6 +105,14 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
   get accepting(): boolean {
     if (this.#state === 'closed') return true;
     return this.#state === 'open' && this.#clock.now() - this.#openedAtMs >= this.#cooldownMs;
+  }
+
+  /**
+   * When (`performance.now()`) a timeout's timer last ran late, this process having stalled, or
+   * -Infinity: a caller's budget over several calls restarts there, as the stall was not the store's.
+   */
+  get stallSeenAtMs(): number {
+    return this.#stallSeenAtMs;
   }
 
   /** Store calls that failed or timed out since the guard was made. */
@@ -176,6 +185,7 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
         const late = performance.now() - due;
         if (late <= STALL_SUSPECT_MS) return fail();
         lateMs = late;
+        this.#stallSeenAtMs = performance.now();
         setImmediate(fail);
       }, timeoutMs);
       // A limiter's timers never keep a process alive.

@@ -1,5 +1,12 @@
-import { allowDecision, type Decision, denyDecision } from '@tiered-limiter/core';
+import {
+  allowDecision,
+  type BucketReply,
+  type Decision,
+  denyDecision,
+  StoreTimeoutError,
+} from '@tiered-limiter/core';
 import { decisionOf } from '../guard/guarded-store.js';
+import type { GuardResult } from '../guard/store-guard.js';
 import type { ColdStart } from './cold-start.js';
 import type { FirstSightings } from './first-sightings.js';
 import type { KeyParts } from './key-admin.js';
@@ -73,9 +80,16 @@ export class ColdPath {
     this.#coldStart?.left(lease.key, lease.claimedAtMs, this.#parts.clock.now());
   }
 
-  /** Takes `cost` tokens for `key` once the hot path has said it cannot. Never rejects. */
+  /**
+   * Takes `cost` tokens for `key` once the hot path has said it cannot. Never rejects. Its refills
+   * share one budget, the guard's timeout from the call: on a Redis answering each within the
+   * timeout, a request that lost every refill's tokens to other waiters waited four of them (30
+   * waiters at a 60 ms timeout: 127–133 ms). Past it, the failure policy decides. A stall of this
+   * process the guard saw restarts the budget: the store's answers were waiting in the socket.
+   */
   async consume(key: string, cost: number): Promise<Decision> {
     const { store, book, clock } = this.#parts;
+    const startedAt = performance.now();
     let lease = this.#parts.leases.get(key);
     // A minimum batch above 1 is a wish to lease at once, the first request included.
     if (lease === undefined && this.#refiller.batching.policy.minBatch === 1) {
@@ -104,8 +118,13 @@ export class ColdPath {
         // Other waiters keep winning the tokens this request's refills bring: say so, briefly.
         return store.count(denyDecision(1, lease.tokens, lease.resetMs, lease.limit, 'global'));
       }
+      const { timeoutMs, stallSeenAtMs } = store.guard;
+      const leftMs = Math.max(startedAt, stallSeenAtMs) + timeoutMs - performance.now();
+      // The first refill is bounded by the guard (one joined was sent earlier still).
+      if (attempt > 0 && leftMs <= 0) return store.byPolicy(key, cost, new StoreTimeoutError(timeoutMs));
       lease.pendingCost += cost;
-      const result = await this.#refiller.refill(lease, Math.max(1, cost - lease.tokens));
+      const refill = this.#refiller.refill(lease, Math.max(1, cost - lease.tokens));
+      const result = attempt === 0 ? await refill : await within(refill, leftMs, timeoutMs);
       lease.pendingCost -= cost;
       if (!result.ok) return store.byPolicy(key, cost, result.error);
       if (lease.taken >= cost) {
@@ -199,4 +218,22 @@ export class ColdPath {
     const spec = lease.limit;
     return store.count(allowDecision(spec.capacity - cost, 0, spec, 'local'));
   }
+}
+
+/**
+ * A refill's result, or a timeout once `leftMs` have passed (the call goes on, and its grant lands
+ * on the lease). As the guard's timer does, the timer first lets the poll phase read an answer
+ * already in the socket.
+ */
+function within(
+  refill: Promise<GuardResult<BucketReply>>,
+  leftMs: number,
+  timeoutMs: number,
+): Promise<GuardResult<BucketReply>> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<GuardResult<BucketReply>>((resolve) => {
+    const timedOut = () => resolve({ ok: false, error: new StoreTimeoutError(timeoutMs) });
+    timer = setTimeout(() => setImmediate(timedOut), leftMs);
+  });
+  return Promise.race([refill, late]).finally(() => clearTimeout(timer));
 }
