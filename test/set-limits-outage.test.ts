@@ -47,20 +47,43 @@ async function admitted(limiter: TieredLimiter, key: string, n: number): Promise
   return count;
 }
 
+/** A limiter under `OLD` whose breaker opens at the first failure. */
+async function limiterOn(prefix: string): Promise<TieredLimiter> {
+  const limiter = new TieredLimiter({
+    store: await store(prefix),
+    limits: OLD,
+    sync: false,
+    failurePolicy: 'closed',
+    timeoutMs: 50,
+    breaker: { failureThreshold: 1, cooldownMs: COOLDOWN_MS },
+    lease: { minBatch: 20, ttlMs: TTL_MS },
+  });
+  limiters.push(limiter);
+  return limiter;
+}
+
+/** Another connection to the limiter's keys, with the script loaded: a first call may load it past the timeout. */
+async function otherHolder(prefix: string): Promise<RedisStore> {
+  const other = await store(prefix);
+  await other.apply({ key: 'warm-up', limits: [OLD] });
+  return other;
+}
+
+/** Another holder's lease of 20 on the new bucket, in the generation of a grant made just before. */
+async function leaseElsewhere(other: RedisStore): Promise<void> {
+  const lease = await other.apply({
+    key: 'k',
+    limits: [NEW],
+    reserve: { want: 20, min: 1, holdMs: HOLD_MS },
+  });
+  expect(lease.granted).toBe(20);
+}
+
 describe('setLimits to a renamed limit while the breaker is open', () => {
   it('the old lease, handed back after the recovery, credits the old bucket, never the new one', async () => {
     const prefix = uniquePrefix('limits-outage');
-    const limiter = new TieredLimiter({
-      store: await store(prefix),
-      limits: OLD,
-      sync: false,
-      failurePolicy: 'closed',
-      timeoutMs: 20,
-      breaker: { failureThreshold: 1, cooldownMs: COOLDOWN_MS },
-      lease: { minBatch: 20, ttlMs: TTL_MS },
-    });
-    limiters.push(limiter);
-    const other = await store(prefix);
+    const limiter = await limiterOn(prefix);
+    const other = await otherHolder(prefix);
     expect(await admitted(limiter, 'k', 1)).toBe(1);
 
     const opened = new Promise<void>((resolve) => limiter.once('degraded', () => resolve()));
@@ -87,5 +110,25 @@ describe('setLimits to a renamed limit while the breaker is open', () => {
     expect(look.remaining).toBe(0);
     // The old bucket got its 19 back: 1 spent of 100.
     expect((await other.apply({ key: 'k', limits: [OLD] })).remaining).toBe(99);
+  });
+
+  it('a grant asked under the old limits that lands after them goes back to the old bucket, though refused at first', async () => {
+    const prefix = uniquePrefix('limits-outage-late');
+    const limiter = await limiterOn(prefix);
+    const other = await otherHolder(prefix);
+    const opened = new Promise<void>((resolve) => limiter.once('degraded', () => resolve()));
+    await server.client().call('CLIENT', 'PAUSE', String(PAUSE_MS), 'ALL');
+    // The key's first lease (20 under the old limits) is on the wire; it times out and opens the breaker.
+    expect(await limiter.consume('k')).toMatchObject({ allowed: false, tier: 'fallback' });
+    await opened;
+    limiter.setLimits(NEW);
+    // The pause ends, the grant lands under the replaced limits: its hand-back is refused (open).
+    await sleep(PAUSE_MS + 50);
+    await leaseElsewhere(other);
+    await sleep(COOLDOWN_MS);
+
+    expect(await admitted(limiter, 'k', 150)).toBe(80);
+    expect((await other.apply({ key: 'k', limits: [NEW] })).remaining).toBe(0);
+    expect((await other.apply({ key: 'k', limits: [OLD] })).remaining).toBe(100);
   });
 });
