@@ -32,7 +32,7 @@ const MAKERS = {
       prefix: uniquePrefix('failed-reward'),
       limits: FIVE,
       failurePolicy: 'open',
-      timeoutMs: 20,
+      timeoutMs: 100,
       rememberDenials: true,
     }),
   TieredLimiter: async () =>
@@ -41,7 +41,7 @@ const MAKERS = {
       prefix: uniquePrefix('failed-reward'),
       limits: FIVE,
       failurePolicy: 'open',
-      timeoutMs: 20,
+      timeoutMs: 100,
       sync: false,
     }),
 };
@@ -56,7 +56,8 @@ describe.each(Object.keys(MAKERS) as (keyof typeof MAKERS)[])('%s: a reward that
     for (let i = 0; i < 5; i++) expect((await limiter.consume('k')).allowed).toBe(true);
     expect(await limiter.consume('k')).toMatchObject({ allowed: false, tier: 'global' });
     expect(await limiter.consume('k')).toMatchObject({ allowed: false, tier: REMEMBERED[name] });
-    // Held past the guard's timeout (20 ms): the reward resolves false, the store never took it.
+    // Held past the guard's timeout (100 ms, for a first call that may load the script): the reward
+    // resolves false, the store never took it.
     await server.client().call('CLIENT', 'PAUSE', '300', 'ALL');
     expect(await limiter.reward('k', 1)).toBe(false);
     const next = await limiter.consume('k');
