@@ -132,8 +132,11 @@ export class ColdPath {
         lease.asked += cost;
         return store.count(decisionOf(result.value, this.#parts.limits(), 'global'));
       }
-      if (result.value.granted === 0)
+      // A sync that asked nothing (a quiet key's hand-back) answers whether a token would pass,
+      // taking none: a request that joined it asks for its own (300 admitted from a bucket of 100).
+      if (result.value.granted === 0 && !result.value.ok) {
         return store.count(decisionOf(result.value, this.#parts.limits(), 'global'));
+      }
     }
   }
 
