@@ -1,0 +1,270 @@
+/**
+ * The accuracy fuzz (docs/DECISIONS.md, 2026-12-05): a fleet of `TieredLimiter`s on one store
+ * whose calls travel for random fake-timer ms, driven through bursts, costs above 1, `acquire`,
+ * `reward`, `penalty`, `reset`, `setLimits`, `block`, restarts, stalls of the event loop and
+ * quiet stretches, with the periodic sync or without it, exact or optimistic cold start; every
+ * window of every key's admissions is checked against the bound the docs state for the mode.
+ */
+import { type Decision, defineLimit, type LimitSpec } from '@tiered-limiter/core';
+import { MemoryStore, TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
+import { seededRandom } from '@tiered-limiter/test-harness';
+import fc from 'fast-check';
+import { expect, vi } from 'vitest';
+import { syncPeriodMs } from '../src/tiered/fleet-options.js';
+import { DelayedStore, type Take } from './delayed-store.js';
+import { type FuzzBound, worstFuzzWindow } from './fuzz-bound.js';
+import { type FuzzEvent, fuzzEvent } from './fuzz-events.js';
+import { settle } from './lease-properties.js';
+
+/** One run's settings, drawn. */
+export interface FuzzSetup {
+  readonly size: number;
+  readonly sync: number | false;
+  readonly optimistic: boolean;
+  readonly limits: readonly [{ capacity: number; rate: number }, { capacity: number; rate: number }];
+  readonly lagMs: readonly number[];
+  readonly maxTravelMs: number;
+  readonly ttlMs: number;
+  /** Keys an instance keeps a lease for (`maxKeys`): 1 or 2 evict, and an evicted key starts cold again. */
+  readonly maxKeys: number;
+  readonly seed: number;
+}
+
+const setup: fc.Arbitrary<FuzzSetup> = fc
+  .record({
+    size: fc.integer({ min: 2, max: 4 }),
+    sync: fc.oneof(fc.constant(false as const), fc.integer({ min: 10, max: 400 })),
+    optimistic: fc.boolean(),
+    capacity: fc.tuple(fc.integer({ min: 3, max: 30 }), fc.integer({ min: 3, max: 30 })),
+    rate: fc.tuple(fc.integer({ min: 5, max: 300 }), fc.integer({ min: 5, max: 300 })),
+    lagMs: fc.array(fc.integer({ min: 0, max: 100 }), { minLength: 4, maxLength: 4 }),
+    maxTravelMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 80 })),
+    ttlMs: fc.integer({ min: 50, max: 1000 }),
+    maxKeys: fc.oneof(fc.constant(100), fc.integer({ min: 1, max: 2 })),
+    seed: fc.integer({ min: 0, max: 2 ** 31 - 1 }),
+  })
+  .map(({ capacity, rate, ...s }) => {
+    // Optimistic cold start is refused unless N·credit ≤ capacity ÷ 10: its runs get room for it.
+    const floor = s.optimistic ? 10 * s.size : 0;
+    const limit = (i: 0 | 1) => ({ capacity: floor + capacity[i], rate: rate[i] });
+    return { ...s, limits: [limit(0), limit(1)] as const };
+  });
+
+/** The property: any fleet, schedule and travel keeps every key's every window within its bound. */
+export function accuracyFuzzProperty(maxEvents = 40) {
+  return fc.asyncProperty(
+    setup,
+    fc.array(fuzzEvent, { minLength: 1, maxLength: maxEvents, size: 'max' }),
+    runFuzz,
+  );
+}
+
+const KEYS = 3;
+
+/** What the runs exercised, counted when FUZZ_STATS is set (`fuzzCoverage`). */
+const coverage = new Map<string, number>();
+
+/** What the runs so far exercised (with FUZZ_STATS set): events, admissions by tier, and kinds of run. */
+export function fuzzCoverage(): Record<string, number> {
+  return Object.fromEntries([...coverage].sort());
+}
+
+/** Plays `events` on a fleet made by `s`, then checks the bound; fake timers on for the run only. */
+export async function runFuzz(s: FuzzSetup, events: readonly FuzzEvent[]): Promise<void> {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'performance'] });
+  try {
+    await play(s, events);
+  } finally {
+    vi.useRealTimers();
+  }
+}
+
+async function play(s: FuzzSetup, events: readonly FuzzEvent[]): Promise<void> {
+  // The true time: the fake timers' clock, or past it while the event loop is stalled (timers due
+  // meanwhile fire late, at the stall's end).
+  let stalledUntil = 0;
+  const clock = { now: () => Math.max(performance.now(), stalledUntil) };
+  // While set, the instances' clocks read this instead: a stale clock through a stall (A2 allows
+  // it while the staleness and an instance's lag stay within the 250 ms grace).
+  let frozenAt: number | undefined;
+  const random = seededRandom(s.seed);
+  const travel = () =>
+    [Math.floor(random() * (s.maxTravelMs + 1)), Math.floor(random() * (s.maxTravelMs + 1))] as const;
+  const store = new DelayedStore(new MemoryStore({ clock }), clock, travel);
+  const specs: LimitSpec[] = s.limits.map((l) =>
+    defineLimit({ name: 'L', capacity: l.capacity, refillPerSecond: l.rate }),
+  );
+  const costMax = Math.min(3, ...s.limits.map((l) => l.capacity));
+  const spacingMs = s.optimistic ? spacingFor(s) : 0;
+  let made = 0;
+  const make = () => {
+    const lag = s.lagMs[made++ % s.lagMs.length]!;
+    const options: TieredLimiterOptions = {
+      store,
+      limits: specs[0]!,
+      failurePolicy: s.optimistic ? 'open' : 'closed',
+      clock: { now: () => Math.max(0, (frozenAt ?? clock.now()) - lag) },
+      instances: s.size,
+      maxKeys: s.maxKeys,
+      // Calls travel up to 2 × 80 ms: the store stays healthy, never timed out.
+      timeoutMs: 1000,
+      ...(s.sync === false
+        ? { sync: false, lease: { ttlMs: s.ttlMs } }
+        : { sync: { fleetCallsPerSecond: s.sync } }),
+      ...(s.optimistic ? { coldStart: { mode: 'optimistic', credit: 1, spacingMs } } : {}),
+    };
+    return new TieredLimiter(options);
+  };
+  const fleet = Array.from({ length: s.size }, make);
+  const closing: Promise<void>[] = [];
+  const pending: Promise<unknown>[] = [];
+  const admitted: { key: string; atMs: number; cost: number }[] = [];
+  const fallbacks: string[] = [];
+  const tally = (what: string) => {
+    if (process.env.FUZZ_STATS) coverage.set(what, (coverage.get(what) ?? 0) + 1);
+  };
+  const decided = (key: string, d: Decision, cost: number) => {
+    if (d.allowed) tally(`admitted ${d.tier}`);
+    if (d.tier === 'fallback') fallbacks.push(`${key} at ${clock.now()}`);
+    if (!d.allowed) return;
+    admitted.push({ key, atMs: clock.now(), cost });
+  };
+  const request = (l: TieredLimiter, key: string, cost: number) => {
+    const d = l.tryConsume(key, cost);
+    if (d !== undefined) decided(key, d, cost);
+    else pending.push(l.consume(key, cost).then((d) => decided(key, d, cost)));
+  };
+  const advance = async (ms: number) => {
+    // In steps, so that the clock a timer's callback reads is near the time it was due.
+    for (let left = ms; left > 0; left -= 5) await vi.advanceTimersByTimeAsync(Math.min(5, left));
+    await settle();
+  };
+  for (const e of events) {
+    const l = fleet[e.instance % fleet.length]!;
+    const key = `k${e.key % KEYS}`;
+    const cost = Math.min(e.cost, costMax);
+    tally(e.kind);
+    switch (e.kind) {
+      case 'burst':
+        for (let i = 0; i < e.n; i++) {
+          request(l, key, cost);
+          await settle();
+        }
+        break;
+      case 'hammer':
+        // Every instance at once, a few requests each a few ms, for `ms`: a key held at its limit.
+        for (let t = 0; t < e.ms; t += 1 + (e.n % 5)) {
+          for (const m of fleet) for (let i = 0; i < 1 + (e.n % 3); i++) request(m, key, cost);
+          await advance(1 + (e.n % 5));
+        }
+        break;
+      case 'churn':
+        // Every instance on every key in turn: with `maxKeys` 1 or 2 each evicts the lease of the
+        // key before, whose next request starts cold again (optimistically, past its spacing).
+        for (let t = 0, k = 0; t < e.ms; t += 1 + (e.n % 4), k++) {
+          for (const m of fleet) request(m, `k${(e.key + k) % KEYS}`, cost);
+          await advance(1 + (e.n % 4));
+        }
+        break;
+      case 'wait':
+        await advance(e.ms);
+        break;
+      case 'stall':
+        // The clock jumps; the requests meanwhile run before any timer catches up, some reading
+        // a clock that stayed where the stall began (at most 140 ms, plus a lag of at most 100).
+        if (e.all && e.ms <= 140) frozenAt = clock.now();
+        stalledUntil = clock.now() + e.ms;
+        for (let i = 0; i < e.n; i++) request(l, key, cost);
+        await settle();
+        frozenAt = undefined;
+        await advance(e.ms);
+        break;
+      case 'acquire':
+        pending.push(
+          l.acquire(key, cost, { maxWaitMs: e.ms }).then((r) => {
+            tally(`acquire ${r.reason}`);
+            if (r.acquired) decided(key, r.decision!, cost);
+          }),
+        );
+        await settle();
+        break;
+      case 'reward':
+        pending.push(l.reward(key, e.n));
+        await settle();
+        break;
+      case 'penalty':
+        pending.push(l.penalty(key, e.n));
+        await settle();
+        break;
+      case 'reset':
+        pending.push(l.reset(key));
+        await settle();
+        break;
+      case 'block':
+        l.block(key, Math.max(1, e.ms));
+        break;
+      case 'setLimits':
+        for (const m of e.all ? fleet : [l]) m.setLimits(specs[e.n % 2]!);
+        await settle();
+        break;
+      case 'restart': {
+        const i = e.instance % fleet.length;
+        closing.push(fleet[i]!.close());
+        fleet[i] = make();
+        await settle();
+        break;
+      }
+    }
+  }
+  await advance(12_000);
+  await Promise.all(pending);
+  closing.push(...fleet.map((m) => m.close()));
+  await advance(2_000);
+  await Promise.all(closing);
+
+  tally(`runs sync=${s.sync !== false} optimistic=${s.optimistic} travel=${s.maxTravelMs > 0}`);
+  if (store.credits.length > 0) tally('runs with a credit');
+  if (store.resets.some((r) => r.held > 0)) tally('runs with a reset of held tokens');
+  expect(store.mismatches).toEqual([]);
+  expect(fallbacks).toEqual([]);
+  atTheStore(admitted, store.takes);
+  const bound: FuzzBound = {
+    capacity: Math.max(...s.limits.map((l) => l.capacity)),
+    ratePerSecond: Math.max(...s.limits.map((l) => l.rate)),
+    aheadMs: store.maxAheadMs,
+    ...(s.optimistic ? { optimistic: { instances: s.size, credit: 1, spacingMs } } : {}),
+  };
+  if (s.sync === false) expect(store.maxAheadMs).toBe(0);
+  else expect(store.maxAheadMs).toBeLessThanOrEqual(5000);
+  for (let k = 0; k < KEYS; k++) {
+    const key = `k${k}`;
+    const stamps = admitted.filter((a) => a.key === key);
+    const worst = worstFuzzWindow(
+      stamps,
+      bound,
+      store.credits.filter((c) => c.key === key),
+      store.resets.filter((r) => r.key === key),
+    );
+    expect(worst.held, `${key}: ${JSON.stringify({ worst, bound })}`).toBe(true);
+  }
+}
+
+/** The smallest spacing optimistic cold start accepts for `s` (fleet-options' rule), for every limit it may switch to. */
+function spacingFor(s: FuzzSetup): number {
+  const leaseMs = s.sync === false ? s.ttlMs : Math.ceil(syncPeriodMs(s.size, s.sync) * 1.1) + 50;
+  return Math.max(leaseMs, ...s.limits.map((l) => Math.ceil((s.size * 1000) / l.rate)));
+}
+
+/**
+ * Moves each admission a take gave from its caller's moment to the store's: the docs' proof counts
+ * a take where the store ran it, and its reply only carries the news, up to a trip later. An
+ * admission of the same key and cost at the moment the take was answered is the take's (any other
+ * such admission is the same stamp).
+ */
+function atTheStore(admitted: { key: string; atMs: number; cost: number }[], takes: readonly Take[]): void {
+  for (const t of takes) {
+    const i = admitted.findIndex((a) => a.key === t.key && a.cost === t.cost && a.atMs === t.answeredAtMs);
+    expect(i, `the admission of ${JSON.stringify(t)}`).toBeGreaterThanOrEqual(0);
+    admitted[i] = { key: t.key, atMs: t.atMs, cost: t.cost };
+  }
+}

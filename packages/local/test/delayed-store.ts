@@ -1,0 +1,169 @@
+/**
+ * A `GlobalStore` over `MemoryStore` whose calls travel: each op reaches the store a random
+ * number of fake-timer ms after it is sent, runs there at that moment (as Redis runs a script when
+ * it receives it, not when the caller sent it), and its answer travels back a random number of ms
+ * more. Two calls sent in order may run and answer in either order. A shadow of the books, fed
+ * the same ops at the same moments, tells what a reset found (the bound's addition for it).
+ */
+import {
+  applyBucketOp,
+  type BucketOp,
+  type BucketReply,
+  type Clock,
+  freshSharedBucket,
+  type GlobalStore,
+  internal,
+  isSharedBucketFull,
+  type LimitSpec,
+  type SharedBucketState,
+} from '@tiered-limiter/core';
+import type { MemoryStore } from '@tiered-limiter/local';
+
+const { resetSharedBucket, settleSharedBucket } = internal;
+
+/** A reward that landed: `tokens` asked, at the store's moment. */
+export interface Credit {
+  readonly key: string;
+  readonly atMs: number;
+  readonly tokens: number;
+}
+
+/**
+ * A reset at the store's moment `atMs`: it found `tokens` in the bucket (a fresh one is full to
+ * the capacity of whichever limits its next op carries), and forgot `held` tokens on lease,
+ * spendable until `untilMs` at the latest.
+ */
+export interface ResetMark {
+  readonly key: string;
+  readonly atMs: number;
+  readonly tokens: number;
+  readonly held: number;
+  readonly untilMs: number;
+}
+
+/** A take the store passed at `atMs`, answered at `answeredAtMs` (its caller's moment). */
+export interface Take {
+  readonly key: string;
+  readonly atMs: number;
+  answeredAtMs: number;
+  readonly cost: number;
+}
+
+/** How a call travels: the ms to reach the store and the ms its answer takes back. */
+export type Travel = () => readonly [inMs: number, outMs: number];
+
+export class DelayedStore implements GlobalStore {
+  readonly credits: Credit[] = [];
+  readonly resets: ResetMark[] = [];
+  /** Takes that passed, at the store's moment: a request admitted by the store is admitted then. */
+  readonly takes: Take[] = [];
+  /** Replies where the shadow of the books and the store disagreed (none, or the shadow is wrong). */
+  readonly mismatches: unknown[] = [];
+  /** The most refill any take or lease asked to borrow: the bound's `T`. */
+  maxAheadMs = 0;
+  readonly #inner: MemoryStore;
+  readonly #clock: Clock;
+  readonly #travel: Travel;
+  readonly #shadow = new Map<string, SharedBucketState>();
+  readonly #specs = new Set<string>();
+
+  constructor(inner: MemoryStore, clock: Clock, travel: Travel) {
+    this.#inner = inner;
+    this.#clock = clock;
+    this.#travel = travel;
+  }
+
+  apply(op: BucketOp): Promise<BucketReply> {
+    return this.#trip<BucketReply | { reply: BucketReply; take: Take }>(() => {
+      if (op.take !== undefined || op.reserve !== undefined) {
+        this.maxAheadMs = Math.max(this.maxAheadMs, op.aheadMs ?? 0);
+      }
+      if ((op.credit ?? 0) > 0)
+        this.credits.push({ key: op.key, atMs: this.#clock.now(), tokens: op.credit! });
+      const shadowReply = this.#shadowApply(op);
+      return this.#inner.apply(op).then((reply) => {
+        // The shadow is only trusted for what a reset found if it is the store's twin (a failed
+        // expect here would only reject the call, which the limiter takes for an outage). Once a
+        // key's limit changed they may part by a sliver: MemoryStore's sweep settles a bucket by
+        // the spec of its last op, between ops, where the shadow (and Redis) refill by the next op's.
+        this.#specs.add(JSON.stringify(op.limits));
+        if (this.#specs.size === 1 && JSON.stringify(reply) !== JSON.stringify(shadowReply))
+          this.mismatches.push({ op, reply, shadowReply });
+        if (op.take === undefined || !reply.ok) return reply;
+        const take = { key: op.key, atMs: this.#clock.now(), answeredAtMs: Number.NaN, cost: reply.granted };
+        this.takes.push(take);
+        return { reply, take };
+      });
+    }).then((answer) => {
+      if (!('take' in answer)) return answer;
+      answer.take.answeredAtMs = this.#clock.now();
+      return answer.reply;
+    });
+  }
+
+  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
+    return this.#trip(() => {
+      const nowUs = this.#nowUs();
+      this.#specs.add(JSON.stringify(limits));
+      for (const spec of limits) {
+        const state = this.#shadow.get(idOf(key, spec));
+        if (state === undefined) continue;
+        settleSharedBucket(state, spec, nowUs);
+        let held = 0;
+        for (const g of state.held) held += g.count;
+        const last = state.held.at(-1);
+        this.resets.push({
+          key,
+          atMs: nowUs / 1000,
+          tokens: state.tokens,
+          held,
+          untilMs: last === undefined ? nowUs / 1000 : last.releaseUs / 1000,
+        });
+        resetSharedBucket(state, spec, nowUs);
+        // As MemoryStore does: a full bucket is forgotten, and its next op's limits make it afresh.
+        if (isSharedBucketFull(state, spec)) this.#shadow.delete(idOf(key, spec));
+      }
+      return this.#inner.reset(key, limits);
+    });
+  }
+
+  heartbeat(instance: string, ttlMs: number): Promise<number> {
+    return this.#trip(() => this.#inner.heartbeat(instance, ttlMs));
+  }
+
+  leave(instance: string): Promise<void> {
+    return this.#trip(() => this.#inner.leave(instance));
+  }
+
+  #nowUs(): number {
+    return Math.round(this.#clock.now() * 1000);
+  }
+
+  #shadowApply(op: BucketOp): BucketReply {
+    const nowUs = this.#nowUs();
+    const states = op.limits.map(
+      (spec) => this.#shadow.get(idOf(op.key, spec)) ?? freshSharedBucket(spec, nowUs),
+    );
+    const reply = applyBucketOp(states, op.limits, op, nowUs);
+    op.limits.forEach((spec, i) => {
+      if (isSharedBucketFull(states[i]!, spec)) this.#shadow.delete(idOf(op.key, spec));
+      else this.#shadow.set(idOf(op.key, spec), states[i]!);
+    });
+    return reply;
+  }
+
+  /** Runs `run` at the store after the way in, and answers after the way back (0 ms: at once). */
+  #trip<T>(run: () => Promise<T>): Promise<T> {
+    const [inMs, outMs] = this.#travel();
+    const arrive = inMs === 0 ? run() : after(inMs).then(run);
+    return outMs === 0 ? arrive : arrive.then((value) => after(outMs).then(() => value));
+  }
+}
+
+function after(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function idOf(key: string, spec: LimitSpec): string {
+  return `${spec.name}\u0000${key}`;
+}
