@@ -2,58 +2,25 @@
  * The accuracy fuzz (docs/DECISIONS.md, 2026-12-05): a fleet of `TieredLimiter`s on one store
  * whose calls travel for random fake-timer ms, driven through bursts, costs above 1, `acquire`,
  * `reward`, `penalty`, `reset`, `setLimits`, `block`, restarts, stalls of the event loop and
- * quiet stretches, with the periodic sync or without it, exact or optimistic cold start; every
- * window of every key's admissions is checked against the bound the docs state for the mode.
+ * quiet stretches, with the periodic sync or without it, exact or optimistic cold start, one limit
+ * or two per key; every window of every key's admissions is checked against the bound the docs
+ * state for the mode.
  */
 import { type Decision, defineLimit, type LimitSpec } from '@tiered-limiter/core';
 import { MemoryStore, TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
 import { seededRandom } from '@tiered-limiter/test-harness';
 import fc from 'fast-check';
 import { expect, vi } from 'vitest';
-import { syncPeriodMs } from '../src/tiered/fleet-options.js';
 import { DelayedStore, type Take } from './delayed-store.js';
 import { type FuzzBound, worstFuzzWindow } from './fuzz-bound.js';
 import { type FuzzEvent, fuzzEvent } from './fuzz-events.js';
+import { type FuzzSetup, fuzzSetup, spacingFor } from './fuzz-setup.js';
 import { settle } from './lease-properties.js';
-
-/** One run's settings, drawn. */
-export interface FuzzSetup {
-  readonly size: number;
-  readonly sync: number | false;
-  readonly optimistic: boolean;
-  readonly limits: readonly [{ capacity: number; rate: number }, { capacity: number; rate: number }];
-  readonly lagMs: readonly number[];
-  readonly maxTravelMs: number;
-  readonly ttlMs: number;
-  /** Keys an instance keeps a lease for (`maxKeys`): 1 or 2 evict, and an evicted key starts cold again. */
-  readonly maxKeys: number;
-  readonly seed: number;
-}
-
-const setup: fc.Arbitrary<FuzzSetup> = fc
-  .record({
-    size: fc.integer({ min: 2, max: 4 }),
-    sync: fc.oneof(fc.constant(false as const), fc.integer({ min: 10, max: 400 })),
-    optimistic: fc.boolean(),
-    capacity: fc.tuple(fc.integer({ min: 3, max: 30 }), fc.integer({ min: 3, max: 30 })),
-    rate: fc.tuple(fc.integer({ min: 5, max: 300 }), fc.integer({ min: 5, max: 300 })),
-    lagMs: fc.array(fc.integer({ min: 0, max: 100 }), { minLength: 4, maxLength: 4 }),
-    maxTravelMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 80 })),
-    ttlMs: fc.integer({ min: 50, max: 1000 }),
-    maxKeys: fc.oneof(fc.constant(100), fc.integer({ min: 1, max: 2 })),
-    seed: fc.integer({ min: 0, max: 2 ** 31 - 1 }),
-  })
-  .map(({ capacity, rate, ...s }) => {
-    // Optimistic cold start is refused unless N·credit ≤ capacity ÷ 10: its runs get room for it.
-    const floor = s.optimistic ? 10 * s.size : 0;
-    const limit = (i: 0 | 1) => ({ capacity: floor + capacity[i], rate: rate[i] });
-    return { ...s, limits: [limit(0), limit(1)] as const };
-  });
 
 /** The property: any fleet, schedule and travel keeps every key's every window within its bound. */
 export function accuracyFuzzProperty(maxEvents = 40) {
   return fc.asyncProperty(
-    setup,
+    fuzzSetup,
     fc.array(fuzzEvent, { minLength: 1, maxLength: maxEvents, size: 'max' }),
     runFuzz,
   );
@@ -91,9 +58,12 @@ async function play(s: FuzzSetup, events: readonly FuzzEvent[]): Promise<void> {
   const travel = () =>
     [Math.floor(random() * (s.maxTravelMs + 1)), Math.floor(random() * (s.maxTravelMs + 1))] as const;
   const store = new DelayedStore(new MemoryStore({ clock }), clock, travel);
-  const specs: LimitSpec[] = s.limits.map((l) =>
-    defineLimit({ name: 'L', capacity: l.capacity, refillPerSecond: l.rate }),
+  const names = s.pair ? ['A', 'B'] : ['L', 'L'];
+  const limitsOf = s.limits.map((l, i) =>
+    defineLimit({ name: names[i]!, capacity: l.capacity, refillPerSecond: l.rate }),
   );
+  // A pair is set again as it is (a limit dropped and back would have missed the admissions meanwhile).
+  const specs: (LimitSpec | LimitSpec[])[] = s.pair ? [limitsOf, limitsOf] : limitsOf;
   const costMax = Math.min(3, ...s.limits.map((l) => l.capacity));
   const spacingMs = s.optimistic ? spacingFor(s) : 0;
   let made = 0;
@@ -104,14 +74,14 @@ async function play(s: FuzzSetup, events: readonly FuzzEvent[]): Promise<void> {
       limits: specs[0]!,
       failurePolicy: s.optimistic ? 'open' : 'closed',
       clock: { now: () => Math.max(0, (frozenAt ?? clock.now()) - lag) },
-      instances: s.size,
+      instances: s.declared,
       maxKeys: s.maxKeys,
       // Calls travel up to 2 × 80 ms: the store stays healthy, never timed out.
       timeoutMs: 1000,
       ...(s.sync === false
         ? { sync: false, lease: { ttlMs: s.ttlMs } }
         : { sync: { fleetCallsPerSecond: s.sync } }),
-      ...(s.optimistic ? { coldStart: { mode: 'optimistic', credit: 1, spacingMs } } : {}),
+      ...(s.optimistic ? { coldStart: { mode: 'optimistic', credit: s.credit, spacingMs } } : {}),
     };
     return new TieredLimiter(options);
   };
@@ -228,31 +198,37 @@ async function play(s: FuzzSetup, events: readonly FuzzEvent[]): Promise<void> {
   expect(store.mismatches).toEqual([]);
   expect(fallbacks).toEqual([]);
   atTheStore(admitted, store.takes);
-  const bound: FuzzBound = {
-    capacity: Math.max(...s.limits.map((l) => l.capacity)),
-    ratePerSecond: Math.max(...s.limits.map((l) => l.rate)),
-    aheadMs: store.maxAheadMs,
-    ...(s.optimistic ? { optimistic: { instances: s.size, credit: 1, spacingMs } } : {}),
-  };
   if (s.sync === false) expect(store.maxAheadMs).toBe(0);
   else expect(store.maxAheadMs).toBeLessThanOrEqual(5000);
-  for (let k = 0; k < KEYS; k++) {
-    const key = `k${k}`;
-    const stamps = admitted.filter((a) => a.key === key);
-    const worst = worstFuzzWindow(
-      stamps,
-      bound,
-      store.credits.filter((c) => c.key === key),
-      store.resets.filter((r) => r.key === key),
-    );
-    expect(worst.held, `${key}: ${JSON.stringify({ worst, bound })}`).toBe(true);
+  // A pair's limits are each a bucket of their own; one limit switched by setLimits is one bucket
+  // whose bound takes the larger capacity and rate.
+  const limits = s.pair
+    ? s.limits.map((l, i) => ({ name: names[i]!, ...l }))
+    : [
+        {
+          name: 'L',
+          capacity: Math.max(...s.limits.map((l) => l.capacity)),
+          rate: Math.max(...s.limits.map((l) => l.rate)),
+        },
+      ];
+  for (const limit of limits) {
+    const bound: FuzzBound = {
+      capacity: limit.capacity,
+      ratePerSecond: limit.rate,
+      aheadMs: store.maxAheadMs,
+      ...(s.optimistic ? { optimistic: { instances: s.declared, credit: s.credit, spacingMs } } : {}),
+    };
+    for (let k = 0; k < KEYS; k++) {
+      const key = `k${k}`;
+      const worst = worstFuzzWindow(
+        admitted.filter((a) => a.key === key),
+        bound,
+        store.credits.filter((c) => c.key === key),
+        store.resets.filter((r) => r.key === key && r.limit === limit.name),
+      );
+      expect(worst.held, `${key}, ${limit.name}: ${JSON.stringify({ worst, bound })}`).toBe(true);
+    }
   }
-}
-
-/** The smallest spacing optimistic cold start accepts for `s` (fleet-options' rule), for every limit it may switch to. */
-function spacingFor(s: FuzzSetup): number {
-  const leaseMs = s.sync === false ? s.ttlMs : Math.ceil(syncPeriodMs(s.size, s.sync) * 1.1) + 50;
-  return Math.max(leaseMs, ...s.limits.map((l) => Math.ceil((s.size * 1000) / l.rate)));
 }
 
 /**

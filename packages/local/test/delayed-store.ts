@@ -35,6 +35,8 @@ export interface Credit {
  */
 export interface ResetMark {
   readonly key: string;
+  /** The name of the limit whose bucket it was. */
+  readonly limit: string;
   readonly atMs: number;
   readonly tokens: number;
   readonly held: number;
@@ -114,6 +116,7 @@ export class DelayedStore implements GlobalStore {
         const last = state.held.at(-1);
         this.resets.push({
           key,
+          limit: spec.name,
           atMs: nowUs / 1000,
           tokens: state.tokens,
           held,
