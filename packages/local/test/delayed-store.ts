@@ -54,6 +54,11 @@ export interface Take {
 /** How a call travels: the ms to reach the store and the ms its answer takes back. */
 export type Travel = () => readonly [inMs: number, outMs: number];
 
+/**
+ * `MemoryStore` behind calls that travel (`Travel`), recording what the bound's additions need:
+ * the credits that landed, what each reset found, the takes that passed, and the most refill any
+ * take or lease asked to borrow.
+ */
 export class DelayedStore implements GlobalStore {
   readonly credits: Credit[] = [];
   readonly resets: ResetMark[] = [];
