@@ -4,26 +4,14 @@
 // `open` a key the store had turned away for 1,000 s was admitted.
 import { defineLimit } from '@tiered-limiter/core';
 import { createRedisLimiter, createTieredLimiter } from '@tiered-limiter/redis';
-import { connectServer, type KindClient, uniquePrefix } from '@tiered-limiter/test-harness';
-import { afterEach, describe, expect, it } from 'vitest';
-import { redisForFile } from './src/redis-for-file.js';
+import { uniquePrefix } from '@tiered-limiter/test-harness';
+import { describe, expect, it } from 'vitest';
+import { redisFileKit } from './src/redis-file-kit.js';
 
-const server = redisForFile();
-const clients: KindClient[] = [];
-const limiters: { close(): Promise<void> }[] = [];
-afterEach(async () => {
-  await Promise.all(limiters.splice(0).map((l) => l.close()));
-  for (const c of clients.splice(0)) c.close();
-});
+const { server, track, connect } = redisFileKit();
 
 /** Five tokens, then a wait of 1,000 s: a denial remembered for the test's whole length. */
 const FIVE = defineLimit({ capacity: 5, refillPerSecond: 0.001, name: 'five' });
-
-async function connect(): Promise<object> {
-  const client = await connectServer('ioredis', server);
-  clients.push(client);
-  return client.client;
-}
 
 const MAKERS = {
   RequestLimiter: async () =>
@@ -52,7 +40,7 @@ const REMEMBERED = { RequestLimiter: 'local', TieredLimiter: 'lease' } as const;
 describe.each(Object.keys(MAKERS) as (keyof typeof MAKERS)[])('%s: a reward that failed', (name) => {
   it('keeps the remembered denial: the key is still turned away here, not given to the policy', async () => {
     const limiter = await MAKERS[name]();
-    limiters.push(limiter);
+    track(limiter);
     for (let i = 0; i < 5; i++) expect((await limiter.consume('k')).allowed).toBe(true);
     expect(await limiter.consume('k')).toMatchObject({ allowed: false, tier: 'global' });
     expect(await limiter.consume('k')).toMatchObject({ allowed: false, tier: REMEMBERED[name] });
@@ -68,7 +56,7 @@ describe.each(Object.keys(MAKERS) as (keyof typeof MAKERS)[])('%s: a reward that
 
   it('a reward that succeeded lifts it', async () => {
     const limiter = await MAKERS[name]();
-    limiters.push(limiter);
+    track(limiter);
     for (let i = 0; i < 6; i++) await limiter.consume('k');
     expect(await limiter.consume('k')).toMatchObject({ allowed: false, tier: REMEMBERED[name] });
     expect(await limiter.reward('k', 1)).toBe(true);

@@ -7,26 +7,14 @@
 // drops an op its caller gave up on before it leaves.
 import { defineLimit } from '@tiered-limiter/core';
 import { createRedisLimiter, createTieredLimiter, RedisStore } from '@tiered-limiter/redis';
-import { connectServer, type KindClient, uniquePrefix } from '@tiered-limiter/test-harness';
-import { afterEach, describe, expect, it } from 'vitest';
-import { redisForFile } from './src/redis-for-file.js';
+import { uniquePrefix } from '@tiered-limiter/test-harness';
+import { describe, expect, it } from 'vitest';
+import { redisFileKit } from './src/redis-file-kit.js';
 
-const server = redisForFile();
-const clients: KindClient[] = [];
-const limiters: { close(): Promise<void> }[] = [];
-afterEach(async () => {
-  await Promise.all(limiters.splice(0).map((l) => l.close()));
-  for (const c of clients.splice(0)) c.close();
-});
+const { server, track, connect } = redisFileKit();
 
 /** Refills nothing worth a token during the test: what is missing was taken. */
 const SLOW = defineLimit({ capacity: 40, refillPerSecond: 0.001, name: 'slow' });
-
-async function connect(): Promise<object> {
-  const client = await connectServer('ioredis', server);
-  clients.push(client);
-  return client.client;
-}
 
 /** Makes each limiter under test over `redis`: one call in flight at a time, the `local` policy. */
 const MAKERS = {
@@ -64,7 +52,7 @@ describe.each(Object.keys(MAKERS) as (keyof typeof MAKERS)[])(
     it('are not sent once Redis answers: a request decided by the local policy is not charged globally too', async () => {
       const prefix = uniquePrefix('late');
       const limiter = MAKERS[name](await connect(), prefix);
-      limiters.push(limiter);
+      track(limiter);
       await limiter.consume('warm'); // connected, script loaded
       await server.client().call('CLIENT', 'PAUSE', '600', 'ALL');
       const held = limiter.consume('held'); // the one call out, held by the pause
@@ -84,7 +72,7 @@ describe('RequestLimiter: a reward the guard gave up on', () => {
   it('resolves false and is not applied later', async () => {
     const prefix = uniquePrefix('late-reward');
     const limiter = MAKERS.RequestLimiter(await connect(), prefix);
-    limiters.push(limiter);
+    track(limiter);
     for (let i = 0; i < 3; i++) await limiter.consume('r');
     await server.client().call('CLIENT', 'PAUSE', '600', 'ALL');
     const held = limiter.consume('held');

@@ -2,11 +2,10 @@
 // turn's ops, and a look sent in the same turn must not report the credit as still in the bucket.
 import { defineLimit } from '@tiered-limiter/core';
 import { TieredLimiter } from '@tiered-limiter/local';
-import { RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
-import { uniquePrefix, whenReady } from '@tiered-limiter/test-harness';
-import type { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
-import { redisForFile } from './src/redis-for-file.js';
+import { RedisStore } from '@tiered-limiter/redis';
+import { uniquePrefix } from '@tiered-limiter/test-harness';
+import { describe, expect, it } from 'vitest';
+import { redisFileKit } from './src/redis-file-kit.js';
 
 /**
  * Credit is given a spacing into the limiter's life (N·c ÷ r = 1 s here); a full bucket refills
@@ -15,18 +14,10 @@ import { redisForFile } from './src/redis-for-file.js';
 const LIMIT = defineLimit({ capacity: 100, refillPerSecond: 10, name: 'debt' });
 const CREDIT = 5;
 
-const server = redisForFile();
-const clients: Redis[] = [];
-const limiters: TieredLimiter[] = [];
-afterEach(async () => {
-  await Promise.all(limiters.splice(0).map((l) => l.close()));
-  for (const c of clients.splice(0)) c.disconnect();
-});
+const { track, redis: connect } = redisFileKit();
 
 async function optimistic(): Promise<{ limiter: TieredLimiter; store: RedisStore }> {
-  const redis = server.client({ ...recommendedRedisOptions });
-  clients.push(redis);
-  await whenReady(redis);
+  const redis = await connect();
   const store = new RedisStore({ redis, prefix: uniquePrefix('peek-debt') });
   const limiter = new TieredLimiter({
     store,
@@ -37,7 +28,7 @@ async function optimistic(): Promise<{ limiter: TieredLimiter; store: RedisStore
     timeoutMs: 1_000,
     coldStart: { mode: 'optimistic', credit: CREDIT },
   });
-  limiters.push(limiter);
+  track(limiter);
   // Credit is given from a spacing into the limiter's life: max(lease 1 s, N·c ÷ r).
   await new Promise((resolve) => setTimeout(resolve, 1_100));
   return { limiter, store };

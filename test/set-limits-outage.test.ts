@@ -5,11 +5,10 @@
 // about 268 s for a lease of an hour), handed back 19 of that lease's tokens and created them.
 import { defineLimit } from '@tiered-limiter/core';
 import { TieredLimiter } from '@tiered-limiter/local';
-import { RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
-import { uniquePrefix, whenReady } from '@tiered-limiter/test-harness';
-import type { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
-import { redisForFile } from './src/redis-for-file.js';
+import { RedisStore } from '@tiered-limiter/redis';
+import { uniquePrefix } from '@tiered-limiter/test-harness';
+import { describe, expect, it } from 'vitest';
+import { redisFileKit } from './src/redis-file-kit.js';
 
 /** Nothing refills during the test: what is admitted is counted exactly. */
 const OLD = defineLimit({ capacity: 100, refillPerSecond: 0.001, name: 'old' });
@@ -20,18 +19,10 @@ const HOLD_MS = TTL_MS * 1.5;
 const PAUSE_MS = 300;
 const COOLDOWN_MS = 500;
 
-const server = redisForFile();
-const clients: Redis[] = [];
-const limiters: TieredLimiter[] = [];
-afterEach(async () => {
-  await Promise.all(limiters.splice(0).map((l) => l.close()));
-  for (const c of clients.splice(0)) c.disconnect();
-});
+const { server, track, redis: connect } = redisFileKit();
 
 async function store(prefix: string): Promise<RedisStore> {
-  const redis = server.client({ ...recommendedRedisOptions });
-  clients.push(redis);
-  await whenReady(redis);
+  const redis = await connect();
   return new RedisStore({ redis, prefix });
 }
 
@@ -58,7 +49,7 @@ async function limiterOn(prefix: string): Promise<TieredLimiter> {
     breaker: { failureThreshold: 1, cooldownMs: COOLDOWN_MS },
     lease: { minBatch: 20, ttlMs: TTL_MS },
   });
-  limiters.push(limiter);
+  track(limiter);
   return limiter;
 }
 
