@@ -78,7 +78,7 @@ export class FleetRegistry {
    * `idle` instance (no key held, nothing owed) does so once per `IDLE_BEAT_MS` at most. Resolves
    * the count when it changed, else `undefined`; never rejects. No beat is sent while the last one
    * is unanswered, for up to the registration's life: heartbeats go outside the guard, so behind a
-   * paused server they queued one a tick (12 in 1.1 s at a 50 ms period), and each would only have read the same
+   * paused server they queued one a tick (12 in 1.1 s at a 50 ms period), each to read the same
    * count later. Past that life the registration has lapsed anyway, and a new beat may find a
    * connection the old one was lost on.
    */

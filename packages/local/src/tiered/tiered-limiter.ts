@@ -211,7 +211,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     return this.#parts.admin.reset(key);
   }
 
-  /** Gives `tokens` back, never past the room; resolves as `penalty`; `true` lifts a remembered denial. */
+  /** Gives `tokens` back, never past the room; resolves as `penalty`; lifts a remembered denial unless `false`. */
   reward(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
     return this.#parts.admin.reward(key, tokens);
