@@ -91,8 +91,9 @@ export class DelayedStore implements GlobalStore {
       return this.#inner.apply(op).then((reply) => {
         // The shadow is only trusted for what a reset found if it is the store's twin (a failed
         // expect here would only reject the call, which the limiter takes for an outage). Once a
-        // key's limit changed they may part by a sliver: MemoryStore's sweep settles a bucket by
-        // the spec of its last op, between ops, where the shadow (and Redis) refill by the next op's.
+        // key's limit changed they may part: MemoryStore forgets a bucket full by its last op's
+        // spec (as Redis's TTL does), where the shadow keeps it for the next op's. The shadow then
+        // holds no more than the store, so a reset's addition read from it is never short.
         this.#specs.add(JSON.stringify(op.limits));
         if (this.#specs.size === 1 && JSON.stringify(reply) !== JSON.stringify(shadowReply))
           this.mismatches.push({ op, reply, shadowReply });

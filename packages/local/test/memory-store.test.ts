@@ -91,3 +91,25 @@ describe('MemoryStore under instances that disagree on a capacity (docs/ACCURACY
     expect(await store.apply({ key: 'k', limits: [four], take: 4 })).toMatchObject({ ok: true });
   });
 });
+
+describe('MemoryStore after a change of rate', () => {
+  it('refills the gap at the next op’s rate, as Redis does, whatever ops on other keys swept meanwhile', async () => {
+    // The accuracy fuzz's counterexample: the sweep settled a bucket by its last op's rate (6/s)
+    // between ops, so a bucket lowered to 5/s held 2.4 tokens where Redis holds 2.005.
+    const six = defineLimit({ capacity: 3, refillPerSecond: 6, name: 'x' });
+    const five = defineLimit({ capacity: 3, refillPerSecond: 5, name: 'x' });
+    const replies = [];
+    for (const sweep of [false, true]) {
+      const clock = new FakeClock(0);
+      const store = new MemoryStore({ clock });
+      await store.apply({ key: 'k', limits: [six], take: 3 });
+      clock.advance(400);
+      if (sweep) await store.apply({ key: 'other', limits: [six], take: 1 });
+      clock.advance(1);
+      replies.push(await store.apply({ key: 'k', limits: [five], take: 2 }));
+    }
+    // 401 ms at 5/s: 2.005 tokens, 0.005 after the take, full 599 ms later.
+    expect(replies[0]).toMatchObject({ ok: true, remaining: 0, resetMs: 599 });
+    expect(replies[1]).toEqual(replies[0]);
+  });
+});

@@ -121,8 +121,7 @@ export class MemoryStore implements GlobalStore {
       const entry = this.#buckets.get(id);
       if (entry === undefined) continue;
       resetSharedBucket(entry.state, spec, now);
-      // The sweep settles an entry by its spec: left at the spec of the last op (a capacity of 10,
-      // where the reset's limits say 20), it cut the fenced bucket back to 10 before its next op.
+      // The sweep judges an entry by its spec: the reset's limits made this bucket, so they judge it.
       entry.spec = spec;
       if (isSharedBucketFull(entry.state, spec)) this.#buckets.delete(id);
     }
@@ -141,12 +140,30 @@ export class MemoryStore implements GlobalStore {
     for (const id of this.#buckets.rkeys()) {
       if (checked++ === SWEEP_PER_OP) break;
       const entry = this.#buckets.peek(id)!;
-      settleSharedBucket(entry.state, entry.spec, now);
-      if (isSharedBucketFull(entry.state, entry.spec)) full.push(id);
+      if (refilledBy(entry.state, entry.spec, now)) full.push(id);
     }
     // Deleting while lru-cache iterates would unlink the entry the iterator stands on.
     for (const id of full) this.#buckets.delete(id);
   }
+}
+
+/**
+ * Whether `state` would be full with nothing on lease at `nowUs` under `spec`, the spec of its
+ * last op, read on a copy: the sweep must not settle the bucket itself. Settled here, a bucket
+ * refilled by its last op's rate between ops, where Redis refills the whole gap at the next op's
+ * (a rate lowered from 6/s to 5/s gave 2 tokens where Redis has 1.81). Dropping it when full by
+ * the old spec is what Redis's TTL, set by the last op, does too.
+ */
+function refilledBy(state: SharedBucketState, spec: LimitSpec, nowUs: number): boolean {
+  const last = state.held.at(-1);
+  if (last !== undefined && last.releaseUs > nowUs) return false;
+  const copy: SharedBucketState = {
+    tokens: state.tokens,
+    updatedAtUs: state.updatedAtUs,
+    held: state.held.map((g) => ({ ...g })),
+  };
+  settleSharedBucket(copy, spec, nowUs);
+  return isSharedBucketFull(copy, spec);
 }
 
 function entryKey(key: string, spec: LimitSpec): string {
