@@ -7,7 +7,7 @@ import {
   perMinute,
 } from '@tiered-limiter/core';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { sleepUntil, stopwatch } from './real-time.js';
+import { sleepAtLeast, sleepUntil, stopwatch } from './real-time.js';
 
 /** 100 tokens, 10 per second: the issue's example; one token every 100 ms. */
 const hundred = defineLimit({ capacity: 100, refillPerSecond: 10, name: 'hundred' });
@@ -450,6 +450,36 @@ export function describeStoreContract(
       });
       expect(await take(key, [huge], 2)).toMatchObject({ ok: false, remaining: 1 });
       expect(await take(key, [huge], 1)).toMatchObject({ ok: true, remaining: 0 });
+    });
+
+    // `setLimits` changes a key's limit under the same name: the bucket it made stays, and the next
+    // op's limits settle it (docs/ACCURACY.md), as bucket.lua does on Redis.
+    it('a lowered rate refills the gap since the last op at the new rate', async () => {
+      const quick = defineLimit({ capacity: 100, refillPerSecond: 1_000, name: 'changed' });
+      const crawl = defineLimit({ capacity: 100, refillPerSecond: 0.001, name: 'changed' });
+      const key = fresh('lowered-rate');
+      expect(await take(key, [quick], 100)).toMatchObject({ ok: true, remaining: 0 });
+      // 30 ms at 1,000/s would be 30 tokens; at the new rate it is 0.00003.
+      await sleepAtLeast(30);
+      for (let i = 0; i < 4; i++) await take(fresh('lowered-rate-other'), [quick], 1);
+      expect(await take(key, [crawl], 1)).toMatchObject({ ok: false, remaining: 0 });
+    });
+
+    it('a lowered capacity cuts what the bucket holds, and the cut stays when it is raised again', async () => {
+      const ten = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'changed' });
+      const five = defineLimit({ capacity: 5, refillPerSecond: 0.001, name: 'changed' });
+      const key = fresh('lowered-capacity');
+      expect(await take(key, [ten], 2)).toMatchObject({ ok: true, remaining: 8 });
+      expect(await take(key, [five], 1)).toMatchObject({ ok: true, remaining: 4 });
+      expect(await take(key, [ten], 1)).toMatchObject({ ok: true, remaining: 3 });
+    });
+
+    it('a raised capacity refills from what the bucket held, not from full', async () => {
+      const five = defineLimit({ capacity: 5, refillPerSecond: 0.001, name: 'changed' });
+      const ten = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'changed' });
+      const key = fresh('raised-capacity');
+      expect(await take(key, [five], 2)).toMatchObject({ ok: true, remaining: 3 });
+      expect(await take(key, [ten], 1)).toMatchObject({ ok: true, remaining: 2 });
     });
   });
 }
