@@ -58,24 +58,27 @@ describe('a reset that did not reach the store (README: it has still forgotten t
     ['TieredLimiter', 'open', true],
     ['RequestLimiter', 'closed', false],
     ['TieredLimiter', 'closed', false],
-  ] as const)('%s under %s: the next request meets the policy, which admits: %s', async (kind, policy, admits) => {
-    const clock = new FakeClock(1_000);
-    const store = new ScriptedStore(new MemoryStore({ clock }));
-    const common = { store, limits: ONE, failurePolicy: policy, clock, timeoutMs: 10_000 };
-    const limiter =
-      kind === 'RequestLimiter'
-        ? new RequestLimiter({ ...common, rememberDenials: true })
-        : new TieredLimiter({ ...common, sync: false });
-    open.push(limiter);
-    expect((await limiter.consume('k')).allowed).toBe(true);
-    expect((await limiter.consume('k')).allowed).toBe(false);
-    await settle();
-    store.mode = 'reject';
-    expect(await limiter.reset('k')).toBe(false);
-    const calls = store.calls.length;
-    const after = await limiter.consume('k');
-    // The request went to the store (no remembered denial answered it) and the policy decided.
-    expect(store.calls.length).toBe(calls + 1);
-    expect(after).toMatchObject({ allowed: admits, tier: 'fallback', policy });
-  });
+  ] as const)(
+    '%s under %s: the next request meets the policy, which admits: %s',
+    async (kind, policy, admits) => {
+      const clock = new FakeClock(1_000);
+      const store = new ScriptedStore(new MemoryStore({ clock }));
+      const common = { store, limits: ONE, failurePolicy: policy, clock, timeoutMs: 10_000 };
+      const limiter =
+        kind === 'RequestLimiter'
+          ? new RequestLimiter({ ...common, rememberDenials: true })
+          : new TieredLimiter({ ...common, sync: false });
+      open.push(limiter);
+      expect((await limiter.consume('k')).allowed).toBe(true);
+      expect((await limiter.consume('k')).allowed).toBe(false);
+      await settle();
+      store.mode = 'reject';
+      expect(await limiter.reset('k')).toBe(false);
+      const calls = store.calls.length;
+      const after = await limiter.consume('k');
+      // The request went to the store (no remembered denial answered it) and the policy decided.
+      expect(store.calls.length).toBe(calls + 1);
+      expect(after).toMatchObject({ allowed: admits, tier: 'fallback', policy });
+    },
+  );
 });
