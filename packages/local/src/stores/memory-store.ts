@@ -157,10 +157,11 @@ export class MemoryStore implements GlobalStore {
 function refilledBy(state: SharedBucketState, spec: LimitSpec, nowUs: number): boolean {
   const last = state.held.at(-1);
   if (last !== undefined && last.releaseUs > nowUs) return false;
+  // Settling only drops released generations from the list; it never writes one.
   const copy: SharedBucketState = {
     tokens: state.tokens,
     updatedAtUs: state.updatedAtUs,
-    held: state.held.map((g) => ({ ...g })),
+    held: [...state.held],
   };
   settleSharedBucket(copy, spec, nowUs);
   return isSharedBucketFull(copy, spec);
