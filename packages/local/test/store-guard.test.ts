@@ -120,4 +120,20 @@ describe('StoreGuard: a timeout after a stall of this process', () => {
     expect((error as StoreTimeoutError).loopLateMs).toBeGreaterThanOrEqual(55);
     expect(error?.message).toMatch(/event loop ran the timer \d+ ms late/);
   });
+
+  it('counts a stall once, however many timers it made late, from when they were due', async () => {
+    const g = new StoreGuard({ timeoutMs: TIMEOUT_MS, breaker: false });
+    const before = performance.now();
+    const results = [g.run(hanging().call), g.run(hanging().call), g.run(hanging().call)];
+    const until = performance.now() + 80;
+    while (performance.now() < until) {
+      // one stall of this process, which makes all three timers late
+    }
+    await Promise.all(results);
+    const settledAt = performance.now();
+    // Due 20 ms in, run at the stall's end: about 60 ms, counted once (three timers would make 180).
+    expect(g.stalledMsSince(before)).toBeGreaterThanOrEqual(55);
+    expect(g.stalledMsSince(before)).toBeLessThanOrEqual(settledAt - before);
+    expect(g.stalledMsSince(settledAt)).toBe(0);
+  });
 });

@@ -16,6 +16,7 @@ import {
   NOTHING_SENT,
   type StoreGuardOptions,
 } from './guard-types.js';
+import { StallLog } from './stall-log.js';
 
 export type {
   BreakerOptions,
@@ -55,7 +56,7 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
   readonly #clock: Clock;
   #state: BreakerState = 'closed';
   #consecutiveFailures = 0;
-  #stallSeenAtMs = Number.NEGATIVE_INFINITY;
+  readonly #stalls = new StallLog();
   /** When the last timeout that counted toward the streak fired. */
   #lastTimeoutAtMs = Number.NEGATIVE_INFINITY;
   #openedAtMs = 0;
@@ -108,11 +109,21 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
   }
 
   /**
-   * When (`performance.now()`) a timeout's timer last ran late, this process having stalled, or
-   * -Infinity: a caller's budget over several calls restarts there, as the stall was not the store's.
+   * How many ms since `sinceMs` (a `performance.now()` reading) this process was seen stalled, by
+   * timeouts' timers that ran late. A stall seen by many timers counts once.
    */
-  get stallSeenAtMs(): number {
-    return this.#stallSeenAtMs;
+  stalledMsSince(sinceMs: number): number {
+    return this.#stalls.stalledMsSince(sinceMs);
+  }
+
+  /**
+   * When (`performance.now()`) a caller's budget over several calls, one timeout begun at
+   * `startedAtMs`, runs out: lengthened by the stalls of this process seen since, as they were not
+   * the store's, and at least as long again after a stall (up to the timeout) for the answers that
+   * waited in the socket and one more call (`StallLog.deadline`).
+   */
+  deadlineOf(startedAtMs: number): number {
+    return this.#stalls.deadline(startedAtMs, this.timeoutMs);
   }
 
   /** Store calls that failed or timed out since the guard was made. */
@@ -182,10 +193,11 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
         // Fired late: this process stalled, and the reply may be waiting in a socket. Let the
         // poll phase read it (immediates run after it) before blaming the store, and say how
         // late the timer ran if it still times out.
-        const late = performance.now() - due;
+        const firedAt = performance.now();
+        const late = firedAt - due;
         if (late <= STALL_SUSPECT_MS) return fail();
         lateMs = late;
-        this.#stallSeenAtMs = performance.now();
+        this.#stalls.record(due, firedAt);
         setImmediate(fail);
       }, timeoutMs);
       // A limiter's timers never keep a process alive.

@@ -85,7 +85,7 @@ export class ColdPath {
    * share one budget, the guard's timeout from the call: on a Redis answering each within the
    * timeout, a request that lost every refill's tokens to other waiters waited four of them (30
    * waiters at a 60 ms timeout: 127–133 ms). Past it, the failure policy decides. A stall of this
-   * process the guard saw restarts the budget: the store's answers were waiting in the socket.
+   * process the guard saw lengthens the budget (`StoreGuard.deadlineOf`): the answers waited in the socket.
    */
   async consume(key: string, cost: number): Promise<Decision> {
     const { store, book, clock } = this.#parts;
@@ -118,13 +118,14 @@ export class ColdPath {
         // Other waiters keep winning the tokens this request's refills bring: say so, briefly.
         return store.count(denyDecision(1, lease.tokens, lease.resetMs, lease.limit, 'global'));
       }
-      const { timeoutMs, stallSeenAtMs } = store.guard;
-      const leftMs = Math.max(startedAt, stallSeenAtMs) + timeoutMs - performance.now();
+      const { guard } = store;
+      const leftMs = guard.deadlineOf(startedAt) - performance.now();
       // The first refill is bounded by the guard (one joined was sent earlier still).
-      if (attempt > 0 && leftMs <= 0) return store.byPolicy(key, cost, new StoreTimeoutError(timeoutMs));
+      if (attempt > 0 && leftMs <= 0)
+        return store.byPolicy(key, cost, new StoreTimeoutError(guard.timeoutMs));
       lease.pendingCost += cost;
       const refill = this.#refiller.refill(lease, Math.max(1, cost - lease.tokens));
-      const result = attempt === 0 ? await refill : await within(refill, leftMs, timeoutMs);
+      const result = attempt === 0 ? await refill : await within(refill, leftMs, guard.timeoutMs);
       lease.pendingCost -= cost;
       if (!result.ok) return store.byPolicy(key, cost, result.error);
       if (lease.taken >= cost) {
