@@ -253,11 +253,13 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     };
   }
 
-  /** Stops the limiter; later calls throw `ClosedError`. The store is the caller's to close. */
+  /**
+   * Stops the limiter; later calls throw `ClosedError`. The store is the caller's to close. A
+   * request made before still gets its decision, and a failure of its store call is still
+   * reported on `failure`: the listeners stay.
+   */
   close(): Promise<void> {
     this.#closed = true;
-    this.removeAllListeners();
-    this.#store.close();
     return Promise.resolve();
   }
 

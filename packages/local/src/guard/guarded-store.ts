@@ -127,11 +127,6 @@ export class GuardedStore {
   byPolicy(key: string, cost: number, error: StoreError): Decision {
     return this.count(this.#policy.decide(key, cost, error));
   }
-
-  /** Stops relaying events. */
-  close(): void {
-    this.guard.removeAllListeners();
-  }
 }
 
 /** The `Decision` a store's reply makes, speaking of the limit the reply names. */

@@ -263,7 +263,8 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
   /**
    * Stops the timers, hands every unspent leased token back to the store (one attempt per key,
    * past an open breaker, waiting at most `closeTimeoutMs`), ends waiting `acquire`s with
-   * `closed`, and makes later calls throw `ClosedError`. Always resolves within its wait.
+   * `closed`, and makes later calls throw `ClosedError`. Always resolves within its wait. A failure
+   * of a call made before it is still reported on `failure`.
    */
   close(): Promise<void> {
     if (this.#closed === undefined) {
@@ -271,12 +272,8 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       this.#forgetLast();
       const leases = [...this.#leases.values()];
       this.#parts.sightings.clear();
-      this.#closed = this.#parts.book
-        .close(leases, () => this.#leases.clear())
-        .then(() => {
-          this.removeAllListeners();
-          this.#parts.store.close();
-        });
+      // The listeners stay: a request made before, or a hand-back, that fails later is still reported.
+      this.#closed = this.#parts.book.close(leases, () => this.#leases.clear());
     }
     return this.#closed;
   }
