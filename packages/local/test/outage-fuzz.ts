@@ -3,7 +3,7 @@
  * `RequestLimiter`s on one store that each instance can lose on its own, in four ways: calls
  * refused at once, calls that never answer, calls whose op runs at once but whose answer comes past
  * the timeout, and calls whose op reaches the store only after the caller gave up. Driven through
- * bursts, hammering, `acquire`, rewards, restarts and quiet stretches under one failure policy
+ * bursts, hammering, `acquire`, rewards, penalties, resets, restarts and quiet stretches under one failure policy
  * (`open`, `closed` or `local`), it checks what the README promises for an outage: nothing throws;
  * every decision comes within the timeout (an `acquire` within its patience plus the timeout); the
  * store's own admissions keep the accuracy bound, and `closed` admits nothing more; `local` admits
@@ -49,7 +49,17 @@ export interface OutageSetup {
 
 /** One step: requests, a wait, or a change of one instance's (or every instance's) way to the store. */
 export interface OutageEvent {
-  readonly kind: 'burst' | 'hammer' | 'wait' | 'fault' | 'heal' | 'acquire' | 'reward' | 'restart';
+  readonly kind:
+    | 'burst'
+    | 'hammer'
+    | 'wait'
+    | 'fault'
+    | 'heal'
+    | 'acquire'
+    | 'reward'
+    | 'penalty'
+    | 'reset'
+    | 'restart';
   readonly instance: number;
   readonly all: boolean;
   readonly key: number;
@@ -84,6 +94,8 @@ const outageEvent: fc.Arbitrary<OutageEvent> = fc.record({
     { weight: 3, arbitrary: fc.constant('heal' as const) },
     { weight: 2, arbitrary: fc.constant('acquire' as const) },
     { weight: 1, arbitrary: fc.constant('reward' as const) },
+    { weight: 1, arbitrary: fc.constant('penalty' as const) },
+    { weight: 1, arbitrary: fc.constant('reset' as const) },
     { weight: 1, arbitrary: fc.constant('restart' as const) },
   ),
   instance: fc.integer({ min: 0, max: 2 }),
@@ -243,6 +255,17 @@ async function play(s: OutageSetup, events: readonly OutageEvent[]): Promise<voi
         pending.push(l.reward(key, Math.min(e.n, 3)).then((landed) => expect(typeof landed).toBe('boolean')));
         await settle();
         break;
+      case 'penalty':
+        pending.push(
+          l.penalty(key, Math.min(e.n, 3)).then((landed) => expect(typeof landed).toBe('boolean')),
+        );
+        await settle();
+        break;
+      case 'reset':
+        // A reset that fails leaves the key to the policy here (README); one that lands is a lift the bound adds.
+        pending.push(l.reset(key).then((landed) => expect(typeof landed).toBe('boolean')));
+        await settle();
+        break;
       case 'restart':
         closing.push(l.close());
         fleet[i] = make(i);
@@ -283,6 +306,8 @@ async function play(s: OutageSetup, events: readonly OutageEvent[]): Promise<voi
   }
   // A late answer lands after its caller gave up, and a late op runs after it: the bound counts
   // what the store admitted, and a lease that landed late may be spent until its lifetime ends.
+  // The shadow of the books, which tells what a reset found, is the store's twin.
+  expect(shared.mismatches).toEqual([]);
   const bound = { capacity: s.capacity, ratePerSecond: s.rate, aheadMs: shared.maxAheadMs };
   for (let k = 0; k < KEYS; k++) {
     const key = `k${k}`;
@@ -290,7 +315,7 @@ async function play(s: OutageSetup, events: readonly OutageEvent[]): Promise<voi
       admitted.filter((a) => a.key === key),
       bound,
       shared.credits.filter((c) => c.key === key),
-      [],
+      shared.resets.filter((r) => r.key === key),
     );
     expect(worst.held, `${key}: ${JSON.stringify({ worst, bound })}`).toBe(true);
   }

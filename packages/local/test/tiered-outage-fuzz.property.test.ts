@@ -7,7 +7,7 @@ describe('limiters of every kind and policy through outages of every kind', () =
     timeout: 180_000,
   }, async () => {
     await fc.assert(outageFuzzProperty(), {
-      numRuns: Number(process.env.FUZZ_RUNS ?? 30),
+      numRuns: Number(process.env.FUZZ_RUNS ?? 60),
       timeout: 15_000,
     });
     if (process.env.FUZZ_STATS) console.log(outageCoverage());
