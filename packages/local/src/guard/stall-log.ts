@@ -41,15 +41,4 @@ export class StallLog {
     }
     return Math.max(startedAtMs + budgetMs + stalledMs, afterStallMs);
   }
-
-  /** How many ms since `sinceMs` the loop was seen stalled. */
-  stalledMsSince(sinceMs: number): number {
-    let total = 0;
-    for (let i = this.#spells.length - 1; i >= 0; i--) {
-      const [from, to] = this.#spells[i] as [number, number];
-      if (to <= sinceMs) break;
-      total += to - Math.max(from, sinceMs);
-    }
-    return total;
-  }
 }

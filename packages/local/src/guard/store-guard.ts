@@ -109,18 +109,11 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
   }
 
   /**
-   * How many ms since `sinceMs` (a `performance.now()` reading) this process was seen stalled, by
-   * timeouts' timers that ran late. A stall seen by many timers counts once.
-   */
-  stalledMsSince(sinceMs: number): number {
-    return this.#stalls.stalledMsSince(sinceMs);
-  }
-
-  /**
    * When (`performance.now()`) a caller's budget over several calls, one timeout begun at
-   * `startedAtMs`, runs out: lengthened by the stalls of this process seen since, as they were not
-   * the store's, and at least as long again after a stall (up to the timeout) for the answers that
-   * waited in the socket and one more call (`StallLog.deadline`).
+   * `startedAtMs`, runs out: lengthened by the stalls of this process seen since (by timeouts'
+   * timers that ran late; a stall many saw counts once), as they were not the store's, and at least
+   * as long again after a stall (up to the timeout) for the answers that waited in the socket and
+   * one more call (`StallLog.deadline`).
    */
   deadlineOf(startedAtMs: number): number {
     return this.#stalls.deadline(startedAtMs, this.timeoutMs);
