@@ -37,10 +37,15 @@ export function fuzzCoverage(): Record<string, number> {
 }
 
 /** Plays `events` on a fleet made by `s`, then checks the bound; fake timers on for the run only. */
-export async function runFuzz(s: FuzzSetup, events: readonly FuzzEvent[]): Promise<void> {
+export function runFuzz(s: FuzzSetup, events: readonly FuzzEvent[]): Promise<void> {
+  return onFakeTime(() => play(s, events));
+}
+
+/** Runs `run` with timers and `performance` faked, and real ones again after it, whatever happens. */
+export async function onFakeTime(run: () => Promise<void>): Promise<void> {
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'performance'] });
   try {
-    await play(s, events);
+    await run();
   } finally {
     vi.useRealTimers();
   }

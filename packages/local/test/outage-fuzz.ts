@@ -14,6 +14,7 @@ import { type Decision, defineLimit, type FailurePolicy } from '@tiered-limiter/
 import { MemoryStore, RequestLimiter, TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
 import fc from 'fast-check';
 import { expect, vi } from 'vitest';
+import { onFakeTime } from './accuracy-fuzz.js';
 import { DelayedStore } from './delayed-store.js';
 import { type Fault, FaultyView } from './faulty-view.js';
 import { worstFuzzWindow } from './fuzz-bound.js';
@@ -120,13 +121,8 @@ export function outageFuzzProperty(maxEvents = 30) {
 }
 
 /** Plays `events` on a fleet made by `s`, then checks the promises; fake timers on for the run only. */
-export async function runOutageFuzz(s: OutageSetup, events: readonly OutageEvent[]): Promise<void> {
-  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'performance'] });
-  try {
-    await play(s, events);
-  } finally {
-    vi.useRealTimers();
-  }
+export function runOutageFuzz(s: OutageSetup, events: readonly OutageEvent[]): Promise<void> {
+  return onFakeTime(() => play(s, events));
 }
 
 type Limiter = TieredLimiter | RequestLimiter;
