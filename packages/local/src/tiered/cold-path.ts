@@ -119,10 +119,10 @@ export class ColdPath {
         return store.count(denyDecision(1, lease.tokens, lease.resetMs, lease.limit, 'global'));
       }
       const { guard } = store;
-      const leftMs = guard.deadlineOf(startedAt) - performance.now();
       // The first refill is bounded by the guard (one joined was sent earlier still).
-      if (attempt > 0 && leftMs <= 0)
-        return store.byPolicy(key, cost, new StoreTimeoutError(guard.timeoutMs));
+      const leftMs =
+        attempt === 0 ? Number.POSITIVE_INFINITY : guard.deadlineOf(startedAt) - performance.now();
+      if (leftMs <= 0) return store.byPolicy(key, cost, new StoreTimeoutError(guard.timeoutMs));
       lease.pendingCost += cost;
       const refill = this.#refiller.refill(lease, Math.max(1, cost - lease.tokens));
       const result = attempt === 0 ? await refill : await within(refill, leftMs, guard.timeoutMs);
