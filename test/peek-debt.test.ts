@@ -14,11 +14,13 @@ import { redisFileKit } from './src/redis-file-kit.js';
 const LIMIT = defineLimit({ capacity: 100, refillPerSecond: 10, name: 'debt' });
 const CREDIT = 5;
 
-const { track, redis: connect } = redisFileKit();
+const { server, track, redis: connect } = redisFileKit();
 
-async function optimistic(): Promise<{ limiter: TieredLimiter; store: RedisStore }> {
+/** A limiter giving credit, on a store sending at most `maxInFlight` calls at once (default 4). */
+async function optimistic(maxInFlight?: number): Promise<{ limiter: TieredLimiter; store: RedisStore }> {
   const redis = await connect();
-  const store = new RedisStore({ redis, prefix: uniquePrefix('peek-debt') });
+  const coalesce = maxInFlight === undefined ? {} : { coalesce: { maxInFlight } };
+  const store = new RedisStore({ redis, prefix: uniquePrefix('peek-debt'), ...coalesce });
   const limiter = new TieredLimiter({
     store,
     limits: LIMIT,
@@ -51,5 +53,22 @@ describe('peek after optimistic credit', () => {
     expect(limiter.tryConsume('k', CREDIT)).toMatchObject({ allowed: true, tier: 'local' });
     const looked = await early;
     expect([LIMIT.capacity, LIMIT.capacity - CREDIT]).toContain(looked.remaining);
+  });
+
+  it('behind full slots: a charge queued before the look lands before it', async () => {
+    const { limiter, store } = await optimistic(1);
+    await store.apply({ key: 'warm', limits: [LIMIT] }); // connected, script loaded
+    await server.client().call('CLIENT', 'PAUSE', '300', 'ALL');
+    // The one slot, and the one call of background ops alone beside it (another key's charge),
+    // both held by the pause: what follows queues in the coalescer.
+    const held = store.apply({ key: 'held', limits: [LIMIT] });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(limiter.tryConsume('other', CREDIT)).toMatchObject({ allowed: true, tier: 'local' });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(limiter.tryConsume('k', CREDIT)).toMatchObject({ allowed: true, tier: 'local' });
+    await new Promise((resolve) => setImmediate(resolve)); // k's charge is built and queued
+    const looked = limiter.peek('k');
+    await held;
+    expect((await looked).remaining).toBe(LIMIT.capacity - CREDIT);
   });
 });

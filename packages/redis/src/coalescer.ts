@@ -33,6 +33,13 @@ export interface Pending<Op, Reply> {
   readonly slot: number;
   /** No request waits on it: ops that requests wait on leave first. */
   readonly background: boolean;
+  /**
+   * A background op that no later op of its key may leave ahead of: it carries a charge (tokens
+   * already admitted) that a later look or take must see. Other background ops (a sync's report
+   * and lease, a hand-back) may be overtaken: a take that runs before a hand-back sees fewer
+   * tokens, never more.
+   */
+  readonly keyOrdered?: boolean | undefined;
   /** Whether its caller still waits: an op given up on while queued is dropped unsent. */
   readonly wait?: CallerWait | undefined;
   resolve(reply: Reply): void;
@@ -70,17 +77,22 @@ interface Destination<Op, Reply> {
   inFlight: number;
   /** Whether the call of background ops alone that may leave beside `inFlight` full calls is out. */
   backgroundCallOut: boolean;
+  /** Queued `keyOrdered` ops by their first key, in arrival order: a waited op takes its key's along. */
+  readonly backgroundByKey: Map<string, Pending<Op, Reply>[]>;
+  /** Background ops sent ahead of a waited op of their key, still in `background`, to be skipped there. */
+  readonly sentAhead: Set<Pending<Op, Reply>>;
 }
 
 /**
  * A queue per destination with self-clocked flushing. Ops submitted in one turn of the event
- * loop leave together at the end of it (once its promise jobs have run, no timer); while `maxInFlight` calls are out, later ops wait
- * for a reply and then leave together, up to `maxKeysPerCall` keys a call. So a lone request
- * pays no added latency, and a burst (a periodic sync, many requests in flight) costs a few
- * calls instead of one per op. Ops that requests wait on lead each call, ahead of background ops
- * queued before them; a quarter of the call stays for background ops, and while every slot is
- * taken one call of background ops alone leaves beside them, so that a stream of requests never
- * starves the sync that keeps their leases.
+ * loop leave together at the end of it (once its promise jobs have run, no timer); while
+ * `maxInFlight` calls are out, later ops wait for a reply and then leave together, up to
+ * `maxKeysPerCall` keys a call. So a lone request pays no added latency, and a burst (a periodic
+ * sync, many requests in flight) costs a few calls instead of one per op. Ops that requests wait
+ * on lead each call, ahead of background ops queued before them, except their own key's charges
+ * (`keyOrdered`), which go along just ahead of them; a quarter of the call stays for background
+ * ops, and while every slot is taken one call of background ops alone leaves beside them, so that
+ * a stream of requests never starves the sync that keeps their leases.
  */
 export class Coalescer<Op, Reply> {
   readonly #send: Send<Op, Reply>;
@@ -104,10 +116,27 @@ export class Coalescer<Op, Reply> {
   submit(destination: string, pending: Pending<Op, Reply>): void {
     let queue = this.#destinations.get(destination);
     if (queue === undefined) {
-      queue = { waited: new Queue(), background: new Queue(), inFlight: 0, backgroundCallOut: false };
+      queue = {
+        waited: new Queue(),
+        background: new Queue(),
+        inFlight: 0,
+        backgroundCallOut: false,
+        backgroundByKey: new Map(),
+        sentAhead: new Set(),
+      };
       this.#destinations.set(destination, queue);
     }
-    (pending.background ? queue.background : queue.waited).enqueue(pending);
+    if (pending.background) {
+      queue.background.enqueue(pending);
+      const key = pending.keys[0];
+      if (pending.keyOrdered === true && key !== undefined) {
+        const sameKey = queue.backgroundByKey.get(key);
+        if (sameKey === undefined) queue.backgroundByKey.set(key, [pending]);
+        else sameKey.push(pending);
+      }
+    } else {
+      queue.waited.enqueue(pending);
+    }
     this.#due.add(destination);
     if (!this.#scheduled) {
       this.#scheduled = true;
@@ -130,24 +159,72 @@ export class Coalescer<Op, Reply> {
   }
 
   /**
-   * Moves ops from the head of `queue` to `taken` while the call's keys stay within `budget` (a
-   * call's first op goes whatever its keys); returns the call's keys. An op its caller gave up on
-   * is dropped on the way: sent now, its tokens would count after the caller's failure policy
-   * decided the request (a `local` fallback's admission charged to the global bucket too), and a
-   * hand-back kept owing would be sent twice.
+   * Moves waited ops from the head of the queue to `taken` while the call's keys stay within
+   * `budget` (a call's first op goes whatever its keys); returns the call's keys. `keyOrdered` ops
+   * of an op's key that are queued go along, ahead of it: a look sent after an optimistic charge
+   * was queued read the bucket without it whenever a saturated coalescer let the look lead the call.
+   * An op its caller gave up on is dropped on the way: sent now, its tokens would count after the
+   * caller's failure policy decided the request (a `local` fallback's admission charged to the
+   * global bucket too), and a hand-back kept owing would be sent twice.
    */
-  #take(queue: Queue<Pending<Op, Reply>>, taken: Pending<Op, Reply>[], keys: number, budget: number): number {
+  #takeWaited(
+    destination: Destination<Op, Reply>,
+    taken: Pending<Op, Reply>[],
+    keys: number,
+    budget: number,
+  ): number {
+    const { waited, backgroundByKey, sentAhead } = destination;
     let total = keys;
-    for (let next = queue.peek(); next !== undefined; next = queue.peek()) {
+    for (let next = waited.peek(); next !== undefined; next = waited.peek()) {
       if (next.wait?.gaveUp === true) {
-        queue.dequeue();
+        waited.dequeue();
         this.#withdrawn++;
         next.reject(new StoreWithdrawnError());
         continue;
       }
+      const key = next.keys[0];
+      const ahead = backgroundByKey.size > 0 && key !== undefined ? backgroundByKey.get(key) : undefined;
+      let needed = next.keys.length;
+      if (ahead !== undefined) for (const op of ahead) needed += op.keys.length;
+      if (taken.length > 0 && total + needed > budget) break;
+      total += needed;
+      if (ahead !== undefined) {
+        backgroundByKey.delete(key!);
+        for (const op of ahead) {
+          sentAhead.add(op);
+          taken.push(op);
+        }
+      }
+      taken.push(waited.dequeue()!);
+    }
+    return total;
+  }
+
+  /** Moves background ops from the head of the queue to `taken`, as `#takeWaited` does. */
+  #takeBackground(
+    destination: Destination<Op, Reply>,
+    taken: Pending<Op, Reply>[],
+    keys: number,
+    budget: number,
+  ): number {
+    const { background, backgroundByKey, sentAhead } = destination;
+    let total = keys;
+    for (let next = background.peek(); next !== undefined; next = background.peek()) {
+      if (sentAhead.size > 0 && sentAhead.delete(next)) {
+        background.dequeue();
+        continue;
+      }
       if (taken.length > 0 && total + next.keys.length > budget) break;
       total += next.keys.length;
-      taken.push(queue.dequeue()!);
+      taken.push(background.dequeue()!);
+      if (next.keyOrdered !== true) continue;
+      // The queue and its key's list are both in arrival order, so this op heads its list.
+      const key = next.keys[0];
+      const sameKey = key === undefined ? undefined : backgroundByKey.get(key);
+      if (sameKey !== undefined) {
+        sameKey.shift();
+        if (sameKey.length === 0) backgroundByKey.delete(key!);
+      }
     }
     return total;
   }
@@ -177,9 +254,9 @@ export class Coalescer<Op, Reply> {
       // calls: its p99 was 19 ms, against 10 ms when it leads (100,000 keys, 64 in flight).
       const taken: Pending<Op, Reply>[] = [];
       const reserved = background.size > 0 ? Math.floor(this.#maxKeys / 4) : 0;
-      let keys = backgroundOnly ? 0 : this.#take(waited, taken, 0, this.#maxKeys - reserved);
-      keys = this.#take(background, taken, keys, this.#maxKeys);
-      if (!backgroundOnly) keys = this.#take(waited, taken, keys, this.#maxKeys);
+      let keys = backgroundOnly ? 0 : this.#takeWaited(destination, taken, 0, this.#maxKeys - reserved);
+      keys = this.#takeBackground(destination, taken, keys, this.#maxKeys);
+      if (!backgroundOnly) keys = this.#takeWaited(destination, taken, keys, this.#maxKeys);
       // Every op at the head had been given up on: nothing to send, see what is left.
       if (taken.length === 0) continue;
       const bySlot = new Map<number, Pending<Op, Reply>[]>();

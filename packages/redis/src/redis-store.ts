@@ -140,6 +140,8 @@ export class RedisStore implements GlobalStore {
         keys,
         slot,
         background,
+        // A charge for tokens already admitted: a later look or take on the key must see it.
+        keyOrdered: background && op.debit !== undefined && op.debit > 0,
         wait,
         resolve,
         reject,

@@ -34,9 +34,16 @@ function coalescerOf(maxKeys: number, maxInFlight: number) {
     maxKeys,
     maxInFlight,
   );
-  const submit = (op: string, background: boolean, wait?: { gaveUp: boolean }) =>
+  /** Queues `op` on the bucket key `key` (its own name unless given); `keyOrdered` for a charge. */
+  const submit = (
+    op: string,
+    background: boolean,
+    wait?: { gaveUp: boolean },
+    key = op,
+    keyOrdered = false,
+  ) =>
     new Promise<string>((resolve, reject) =>
-      coalescer.submit('server', { op, keys: [op], slot: 0, background, wait, resolve, reject }),
+      coalescer.submit('server', { op, keys: [key], slot: 0, background, keyOrdered, wait, resolve, reject }),
     );
   /** Answers the open call that carries `op`, and lets the coalescer send what follows. */
   const answer = async (op: string) => {
@@ -117,6 +124,35 @@ describe('Coalescer', () => {
     await answer('w2');
     expect(await Promise.all([first, kept])).toEqual(['w0', 'w2']);
     expect(coalescer.stats()).toMatchObject({ calls: 2, ops: 2, withdrawn: 2 });
+  });
+
+  it('never lets an op leave ahead of a queued charge of its key: it takes them along', async () => {
+    const { submit, answer, sent, open, coalescer } = coalescerOf(4, 1);
+    const replies = [submit('w0', false)];
+    await turn();
+    replies.push(submit('b0', true));
+    await turn();
+    // The slot and the background call are out. Queued behind them: an optimistic charge on key
+    // `k` and other background ops, then a look at `k` that a request waits on.
+    expect(sent).toEqual([['w0'], ['b0']]);
+    // A hand-back on `k` may be overtaken (a take before it sees fewer tokens, never more).
+    replies.push(submit('b1', true), submit('charge', true, undefined, 'k', true), submit('b2', true));
+    replies.push(submit('hand-back', true, undefined, 'k'));
+    replies.push(submit('look', false, undefined, 'k'), submit('w1', false));
+    await turn();
+    await answer('w0');
+    // The look leads the call, its key's charge just ahead of it; the quarter kept for background
+    // ops goes to the oldest of the rest.
+    expect(sent[2]).toEqual(['charge', 'look', 'w1', 'b1']);
+    // The charge left once: the background queue skips it.
+    await answer('b0');
+    expect(sent[3]).toEqual(['b2', 'hand-back']);
+    await answer('b2');
+    await answer('charge');
+    expect(open).toHaveLength(0);
+    expect(await Promise.all(replies)).toHaveLength(8);
+    expect(sent.flat().sort()).toEqual(['b0', 'b1', 'b2', 'charge', 'hand-back', 'look', 'w0', 'w1']);
+    expect(coalescer.stats()).toMatchObject({ calls: 4, ops: 8 });
   });
 
   it('sends an op given up on once it has left: a call on the wire is not called back', async () => {
