@@ -27,6 +27,8 @@ export class FleetRegistry {
   #unansweredSinceMs: number | undefined;
   /** Until when the live count holds: the last answered beat's send time plus the registration's life. */
   #liveUntilMs = Number.NEGATIVE_INFINITY;
+  /** Whether `leave()` took this instance out: a beat answered since speaks of a fleet it has left. */
+  #left = false;
 
   constructor(store: GlobalStore, instanceId: string, declared: number | undefined, clock: Clock) {
     this.#store = store;
@@ -80,11 +82,13 @@ export class FleetRegistry {
    * is unanswered, for up to the registration's life: heartbeats go outside the guard, so behind a
    * paused server they queued one a tick (12 in 1.1 s at a 50 ms period), each to read the same
    * count later. Past that life the registration has lapsed anyway, and a new beat may find a
-   * connection the old one was lost on.
+   * connection the old one was lost on. After `leave()`, none is sent, and the answer of one sent
+   * before is dropped: a tick's beat answered in the round trip `close()` began in emitted `fleet`
+   * and resized the `local` fallback of a limiter already closed.
    */
   async beat(nowMs: number, idle: boolean, ttlMs: number): Promise<number | undefined> {
     const heartbeat = this.#store.heartbeat;
-    if (heartbeat === undefined) return undefined;
+    if (heartbeat === undefined || this.#left) return undefined;
     const unanswered = this.#unansweredSinceMs;
     if (unanswered !== undefined && nowMs - unanswered < ttlMs) return undefined;
     if (idle && nowMs - this.#lastBeatAtMs < IDLE_BEAT_MS) return undefined;
@@ -98,6 +102,7 @@ export class FleetRegistry {
     } finally {
       if (this.#unansweredSinceMs === nowMs) this.#unansweredSinceMs = undefined;
     }
+    if (this.#left) return undefined;
     // A stretch within the declared fleet goes on only if the last answer still held when this
     // one came (the registration never lapsed in between) and counted no more; it begins anew at
     // an answer that ends a gap, and ends at one that counts more.
@@ -115,9 +120,10 @@ export class FleetRegistry {
   /**
    * Takes this instance out of the registry (`close()`), so the others count it no longer at their
    * next beat; `undefined` for a store without a registry. Never rejects: a leave that fails lets
-   * the registration lapse, as it would have.
+   * the registration lapse, as it would have. No beat counts after it (`beat`).
    */
   leave(): Promise<void> | undefined {
+    this.#left = true;
     const leave = this.#store.leave;
     if (leave === undefined) return undefined;
     this.#liveUntilMs = Number.NEGATIVE_INFINITY;

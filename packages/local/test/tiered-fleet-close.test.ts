@@ -1,0 +1,68 @@
+import { MemoryStore } from '@tiered-limiter/local';
+import { describe, expect, it } from 'vitest';
+import { CountingStore, fakeTime, limiter } from './sync-kit.js';
+
+// Why this file exists: a heartbeat sent before close() and answered after it (on Redis, the
+// tick's beat answered in the round trip close() starts in) still counted: the closed limiter
+// emitted `fleet` for a fleet it had left, and resized its `local` fallback.
+
+/** A store whose heartbeats register at once but answer only at `answer()`, as over a slow link. */
+class LateBeats extends CountingStore {
+  readonly #waiting: (() => void)[] = [];
+
+  override heartbeat(instance: string, ttlMs: number): Promise<number> {
+    const beat = super.heartbeat(instance, ttlMs);
+    return new Promise((resolve, reject) => this.#waiting.push(() => beat.then(resolve, reject)));
+  }
+
+  answer(): void {
+    for (const send of this.#waiting.splice(0)) send();
+  }
+}
+
+describe('TieredLimiter fleet registry at close()', () => {
+  it('emits no fleet event and keeps its fallback when a heartbeat answers after close()', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new LateBeats(new MemoryStore({ clock }));
+    // Another instance, alive for a minute: the count this limiter's first answer reads is 2.
+    await store.inner.heartbeat('other', 60_000);
+    const l = limiter(store, clock, {
+      instances: 1,
+      failurePolicy: 'local',
+      sync: { fleetCallsPerSecond: 20 },
+    });
+    const events: unknown[] = [];
+    l.on('fleet', (info) => events.push(info));
+    const fallback = l.fallbackLimits;
+    // The first tick (a 56 ms period) sends the first heartbeat, which waits for its answer.
+    await advance(60);
+    expect(store.heartbeats).toBe(1);
+    const closed = l.close();
+    store.answer();
+    await advance(10);
+    await closed;
+    // Before: one event, { instances: 2, declared: 1 }, and the fallback halved to 50.
+    expect(events).toEqual([]);
+    expect(l.fallbackLimits).toBe(fallback);
+    expect(store.heartbeats).toBe(1);
+  });
+
+  it('still emits fleet for a heartbeat answered before close()', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new LateBeats(new MemoryStore({ clock }));
+    await store.inner.heartbeat('other', 60_000);
+    const l = limiter(store, clock, {
+      instances: 1,
+      failurePolicy: 'local',
+      sync: { fleetCallsPerSecond: 20 },
+    });
+    const events: unknown[] = [];
+    l.on('fleet', (info) => events.push(info));
+    await advance(60);
+    store.answer();
+    await advance(1);
+    expect(events).toEqual([{ instances: 2, declared: 1 }]);
+    expect(l.fallbackLimits?.[0]?.capacity).toBe(50);
+    await l.close();
+  });
+});
