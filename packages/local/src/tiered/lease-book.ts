@@ -247,11 +247,12 @@ export class LeaseBook {
   }
 
   /**
-   * The sweep (expired tokens handed back), or with the sync, the periodic sync of every held key,
-   * a slice at a time (`RoundPacer`).
+   * The sweep (expired tokens handed back), or with the sync, the periodic sync of every held key a
+   * slice at a time (`RoundPacer`), and a heartbeat a tick, in a round too: it may outlast the registration.
    */
   #tick(): void {
-    if (!this.#timer.running || !this.#rounds.mayStart()) return;
+    if (!this.#timer.running) return;
+    if (!this.#rounds.mayStart()) return this.beat();
     // A tick a busy loop held up fires just after the hot path's own review (`catchUp`).
     this.#hotClock.reviewUnlessWithin(this.#clock.now(), this.#periodMs() / 2);
     const syncer = this.#syncer;
