@@ -252,7 +252,10 @@ export class LeaseBook {
    */
   #tick(): void {
     if (!this.#timer.running) return;
-    if (!this.#rounds.mayStart()) return this.beat();
+    if (!this.#rounds.mayStart()) {
+      this.beat();
+      return;
+    }
     // A tick a busy loop held up fires just after the hot path's own review (`catchUp`).
     this.#hotClock.reviewUnlessWithin(this.#clock.now(), this.#periodMs() / 2);
     const syncer = this.#syncer;
