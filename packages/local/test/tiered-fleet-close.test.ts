@@ -1,10 +1,9 @@
+// A heartbeat sent before close() and answered after it (on Redis, the tick's beat answered in the
+// round trip close() starts in) still counted: the closed limiter emitted `fleet` for a fleet it
+// had left, and resized its `local` fallback.
 import { MemoryStore } from '@tiered-limiter/local';
 import { describe, expect, it } from 'vitest';
 import { CountingStore, fakeTime, limiter } from './sync-kit.js';
-
-// Why this file exists: a heartbeat sent before close() and answered after it (on Redis, the
-// tick's beat answered in the round trip close() starts in) still counted: the closed limiter
-// emitted `fleet` for a fleet it had left, and resized its `local` fallback.
 
 /** A store whose heartbeats register at once but answer only at `answer()`, as over a slow link. */
 class LateBeats extends CountingStore {

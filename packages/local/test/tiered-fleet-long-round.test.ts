@@ -1,12 +1,11 @@
+// A limiter told the store it was alive only when a sync round began, and its registration lives
+// three periods and a second. A round that outlasted that (its slices waiting on a slow store) let
+// the registration lapse mid-round, and the rest of the fleet counted one instance fewer, with a
+// larger fair share each, until the round ended.
 import { type BucketReply, defineLimit, type GlobalStore } from '@tiered-limiter/core';
 import { MemoryStore } from '@tiered-limiter/local';
 import { describe, expect, it } from 'vitest';
 import { fakeTime, limiter } from './sync-kit.js';
-
-// Why this file exists: a limiter told the store it was alive only when a sync round began, and
-// its registration lives three periods and a second. A round that outlasted that (its slices
-// waiting on a slow store) let the registration lapse mid-round, and the rest of the fleet counted
-// one instance fewer, with a larger fair share each, until the round ended.
 
 const KEYS = 300;
 

@@ -103,11 +103,10 @@ export class LeaseBook {
   }
 
   /**
-   * The hot path's call, every few thousand reads of `performance.now()`: reviews its clock if
-   * the timer's tick is a period late. A loop that never yields to the event loop holds every
-   * timer (remembered denials and lease hits answer synchronously, a `MemoryStore` in microtasks),
-   * and its decisions read `performance.now()` until it yields, with or without the sync: on Redis,
-   * once a denial ends (5–6 s at one token per 6 s); on a `MemoryStore`, never.
+   * The hot path's call every few thousand reads of `performance.now()`: reviews its clock if the
+   * tick is a period late. A loop that never yields holds every timer (denials and lease hits answer
+   * synchronously, a `MemoryStore` in microtasks), and its decisions read `performance.now()` until
+   * it yields, sync or not: on Redis once a denial ends (5–6 s at a token per 6 s); in memory, never.
    */
   catchUp(nowMs: number): void {
     const periodMs = this.#periodMs();
@@ -246,13 +245,11 @@ export class LeaseBook {
     if (lease.deniedUntilMs < nextTickAtMs) lease.deniedUntilMs = nextTickAtMs;
   }
 
-  /**
-   * The sweep (expired tokens handed back), or with the sync, the periodic sync of every held key a
-   * slice at a time (`RoundPacer`), and a heartbeat a tick, in a round too: it may outlast the registration.
-   */
+  /** The sweep, or the sync of every held key a slice at a time (`RoundPacer`); a beat every tick. */
   #tick(): void {
     if (!this.#timer.running) return;
     if (!this.#rounds.mayStart()) {
+      // A round may outlast the registration (slices waiting on a slow store): still counted.
       this.beat();
       return;
     }
