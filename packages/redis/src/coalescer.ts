@@ -100,6 +100,8 @@ export class Coalescer<Op, Reply> {
   readonly #maxInFlight: number;
   readonly #destinations = new Map<string, Destination<Op, Reply>>();
   readonly #due = new Set<string>();
+  /** Per slot with ops queued: the destination they wait at, and how many. */
+  readonly #queuedSlots = new Map<number, { readonly destination: string; count: number }>();
   #scheduled = false;
   #calls = 0;
   #ops = 0;
@@ -112,8 +114,16 @@ export class Coalescer<Op, Reply> {
     this.#maxInFlight = maxInFlight;
   }
 
-  /** Queues `pending` for `destination`; it leaves at the end of this tick at the latest. */
-  submit(destination: string, pending: Pending<Op, Reply>): void {
+  /**
+   * Queues `pending` for `destination`, or for the destination where ops of its slot already wait;
+   * it leaves at the end of this tick at the latest. A slot's ops wait in one queue: once a slot
+   * moved, the client names its new master while older ops of the slot still wait for the old one's
+   * calls, and a look queued for the new master left ahead of a charge queued for the old.
+   */
+  submit(named: string, pending: Pending<Op, Reply>): void {
+    const slotQueued = this.#queuedSlots.get(pending.slot) ?? { destination: named, count: 0 };
+    if (slotQueued.count++ === 0) this.#queuedSlots.set(pending.slot, slotQueued);
+    const { destination } = slotQueued;
     let queue = this.#destinations.get(destination);
     if (queue === undefined) {
       queue = {
@@ -178,6 +188,7 @@ export class Coalescer<Op, Reply> {
     for (let next = waited.peek(); next !== undefined; next = waited.peek()) {
       if (next.wait?.gaveUp === true) {
         waited.dequeue();
+        this.#unqueued(next.slot);
         this.#withdrawn++;
         next.reject(new StoreWithdrawnError());
         continue;
@@ -229,6 +240,11 @@ export class Coalescer<Op, Reply> {
     return total;
   }
 
+  /** One op of `slot` left its queue. */
+  #unqueued(slot: number): void {
+    if (--this.#queuedSlots.get(slot)!.count === 0) this.#queuedSlots.delete(slot);
+  }
+
   #flushDue(): void {
     this.#scheduled = false;
     for (const destination of this.#due) this.#flush(destination);
@@ -261,6 +277,7 @@ export class Coalescer<Op, Reply> {
       if (taken.length === 0) continue;
       const bySlot = new Map<number, Pending<Op, Reply>[]>();
       for (const pending of taken) {
+        this.#unqueued(pending.slot);
         const batch = bySlot.get(pending.slot);
         if (batch === undefined) bySlot.set(pending.slot, [pending]);
         else batch.push(pending);

@@ -155,6 +155,62 @@ describe('Coalescer', () => {
     expect(coalescer.stats()).toMatchObject({ calls: 4, ops: 8 });
   });
 
+  it('queues an op where its slot’s earlier ops wait, whatever destination it names', async () => {
+    const sent: string[][] = [];
+    const open = new Map<string, () => void>();
+    const coalescer = new Coalescer<string, string>(
+      (batches) =>
+        new Promise<void>((resolve) => {
+          const pending = batches.flat();
+          sent.push(pending.map((p) => p.op));
+          open.set(pending[0]!.op, () => {
+            for (const p of pending) p.resolve(p.op);
+            resolve();
+          });
+        }),
+      4,
+      1,
+    );
+    const submit = (op: string, destination: string, slot: number, background = false) =>
+      new Promise<string>((resolve, reject) =>
+        coalescer.submit(destination, {
+          op,
+          keys: [`k${slot}`],
+          slot,
+          background,
+          keyOrdered: background && op.startsWith('charge'),
+          resolve,
+          reject,
+        }),
+      );
+    const answer = async (op: string) => {
+      open.get(op)!();
+      await turn();
+    };
+    const replies = [submit('w0', 'old', 1)];
+    await turn();
+    replies.push(submit('b0', 'old', 2, true));
+    await turn();
+    // Both of the old master's calls out; a charge on slot 7 waits for them. Then the client maps
+    // slot 7 to the new master: a look at the same key names it.
+    replies.push(submit('charge', 'old', 7, true));
+    await turn();
+    replies.push(submit('look', 'new', 7), submit('other', 'new', 8));
+    await turn();
+    expect(sent).toEqual([['w0'], ['b0'], ['other']]);
+    await answer('other');
+    await answer('w0');
+    expect(sent[3]).toEqual(['charge', 'look']);
+    // Nothing of slot 7 queued any more: its next op goes where it is named.
+    replies.push(submit('w1', 'old', 1));
+    await turn();
+    replies.push(submit('later', 'new', 7));
+    await turn();
+    expect(sent[4]).toEqual(['later']);
+    for (const op of ['b0', 'charge', 'later', 'w1']) await answer(op);
+    expect(await Promise.all(replies)).toHaveLength(7);
+  });
+
   it('sends an op given up on once it has left: a call on the wire is not called back', async () => {
     const { submit, answer, sent } = coalescerOf(4, 1);
     const wait = { gaveUp: false };
