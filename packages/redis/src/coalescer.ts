@@ -1,5 +1,6 @@
 import { type CallerWait, StoreWithdrawnError } from '@tiered-limiter/core';
 import Queue from 'yocto-queue';
+import { SlotOrder } from './slot-order.js';
 
 /** How a `RedisStore` gathers ops into round trips. */
 export interface CoalesceOptions {
@@ -100,8 +101,7 @@ export class Coalescer<Op, Reply> {
   readonly #maxInFlight: number;
   readonly #destinations = new Map<string, Destination<Op, Reply>>();
   readonly #due = new Set<string>();
-  /** Per slot with ops queued: the destination they wait at, and how many. */
-  readonly #queuedSlots = new Map<number, { readonly destination: string; count: number }>();
+  readonly #slotOrder = new SlotOrder<Pending<Op, Reply>>();
   #scheduled = false;
   #calls = 0;
   #ops = 0;
@@ -115,15 +115,12 @@ export class Coalescer<Op, Reply> {
   }
 
   /**
-   * Queues `pending` for `destination`, or for the destination where ops of its slot already wait;
-   * it leaves at the end of this tick at the latest. A slot's ops wait in one queue: once a slot
-   * moved, the client names its new master while older ops of the slot still wait for the old one's
-   * calls, and a look queued for the new master left ahead of a charge queued for the old.
+   * Queues `pending` for `destination`; it leaves at the end of this tick at the latest. Unless its
+   * slot's earlier ops went to another destination and are not all answered (the slot moved): then
+   * it waits for them, and goes once they are (`SlotOrder`).
    */
-  submit(named: string, pending: Pending<Op, Reply>): void {
-    const slotQueued = this.#queuedSlots.get(pending.slot) ?? { destination: named, count: 0 };
-    if (slotQueued.count++ === 0) this.#queuedSlots.set(pending.slot, slotQueued);
-    const { destination } = slotQueued;
+  submit(destination: string, pending: Pending<Op, Reply>): void {
+    if (!this.#slotOrder.admit(pending.slot, destination, pending)) return;
     let queue = this.#destinations.get(destination);
     if (queue === undefined) {
       queue = {
@@ -188,9 +185,9 @@ export class Coalescer<Op, Reply> {
     for (let next = waited.peek(); next !== undefined; next = waited.peek()) {
       if (next.wait?.gaveUp === true) {
         waited.dequeue();
-        this.#unqueued(next.slot);
         this.#withdrawn++;
         next.reject(new StoreWithdrawnError());
+        this.#answered(next.slot, 1);
         continue;
       }
       const key = next.keys[0];
@@ -240,9 +237,11 @@ export class Coalescer<Op, Reply> {
     return total;
   }
 
-  /** One op of `slot` left its queue. */
-  #unqueued(slot: number): void {
-    if (--this.#queuedSlots.get(slot)!.count === 0) this.#queuedSlots.delete(slot);
+  /** `count` ops of `slot` are answered: once none is out, its ops kept for another destination go. */
+  #answered(slot: number, count: number): void {
+    const parked = this.#slotOrder.answered(slot, count);
+    if (parked !== undefined)
+      for (const { destination, pending } of parked) this.submit(destination, pending);
   }
 
   #flushDue(): void {
@@ -277,7 +276,6 @@ export class Coalescer<Op, Reply> {
       if (taken.length === 0) continue;
       const bySlot = new Map<number, Pending<Op, Reply>[]>();
       for (const pending of taken) {
-        this.#unqueued(pending.slot);
         const batch = bySlot.get(pending.slot);
         if (batch === undefined) bySlot.set(pending.slot, [pending]);
         else batch.push(pending);
@@ -290,6 +288,8 @@ export class Coalescer<Op, Reply> {
       const done = () => {
         destination.inFlight--;
         if (backgroundOnly) destination.backgroundCallOut = false;
+        // By key: `[slot, batch]` entries cost 100 ns an op on 1,000 slots (a 10,000-op tick).
+        for (const slot of bySlot.keys()) this.#answered(slot, bySlot.get(slot)!.length);
         if (waited.size + background.size > 0) this.#flush(name);
         else if (destination.inFlight === 0) this.#destinations.delete(name);
       };

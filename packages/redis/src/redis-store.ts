@@ -133,7 +133,7 @@ export class RedisStore implements GlobalStore {
     const slot = this.#client.isCluster ? calculateSlot(keys[0]!) : 0;
     return new Promise<BucketReply>((resolve, reject) => {
       // Ops to one master share a queue; the name is read at submit time, so a slot the client
-      // has seen move goes to its new owner's queue once none of its ops wait at the old one's.
+      // has seen move goes to its new owner's queue once its ops out to the old one are answered.
       const background = op.background === true;
       this.#coalescer.submit(this.#client.nodeOf(slot), {
         op,

@@ -83,70 +83,89 @@ function pickUser(
   throw new Error(`no user for ${label}`);
 }
 
-describe.each(CLIENT_KINDS)('%s: a charge queued for a master that has lost the slot since', (kind) => {
-  it('is seen by a look at the same key made once the client knows the new owner', async () => {
-    // No periodic refresh: the client must learn of the move from the MOVED the test provokes, after
-    // the charge is queued (a refresh before that would route the charge to the new owner at once).
-    const override = kind === 'node-redis' ? {} : { slotsRefreshInterval: 0 };
-    const client = await connectCluster(kind, cluster.nodes, { override });
-    opened.push(client);
-    const admin = cluster.nodeClient(cluster.nodes[0]!);
-    const store = new RedisStore({
-      redis: client.client,
-      prefix: uniquePrefix('stale'),
-      coalesce: { maxInFlight: 1 },
-    });
-    const [a, b, c] = cluster.nodes as [ClusterNode, ClusterNode, ClusterNode];
-    const ranges = (await admin.call('CLUSTER', 'SLOTS')) as [number, number, [string, number, string]][];
-    const ownerIdOf = (slot: number) => ranges.find(([from, to]) => from <= slot && slot <= to)![2][2];
-    const taken = new Set<number>();
-    const user = pickUser(store, `${kind}-user`, (slot) => ownerIdOf(slot) === a.id, taken);
-    const heldTake = pickUser(store, `${kind}-held`, (slot) => ownerIdOf(slot) === a.id, taken);
-    const heldSync = pickUser(store, `${kind}-sync`, (slot) => ownerIdOf(slot) === a.id, taken);
-    const mover = pickUser(store, `${kind}-mover`, (slot) => ownerIdOf(slot) === c.id, taken);
-    const slot = store.groupOf(user);
-    expect((await ownerOf(admin, slot)).id).toBe(a.id);
-    // The script loaded on every master's connection (a NOSCRIPT would send EVAL, a write).
-    await Promise.all(cluster.nodes.map((_, i) => store.apply({ key: `${kind}-warm-${i}`, limits: [slow] })));
-    await Promise.all([heldTake, heldSync, mover].map((key) => store.apply({ key, limits: [slow] })));
+/**
+ * Where the charge is when the client learns the move: `queued` behind the old master's two held calls
+ * (`maxInFlight: 1` and the call of background ops beside it), or `sent` in a second call to the old
+ * master, behind the first on its connection, to be answered MOVED once the pause ends.
+ */
+type ChargeAt = 'queued' | 'sent';
 
-    // The user's slot and the mover's go to b; the client still maps them to a and c.
-    await giveSlot(slot, b);
-    await giveSlot(store.groupOf(mover), b);
-    expect(seenOwner(kind, client.client, slot)).toBe(`${a.host}:${a.port}`);
-
-    const fromA = cluster.nodeClient(a);
-    await fromA.call('CLIENT', 'PAUSE', PAUSE_MS, 'WRITE');
-    try {
-      // Both of a's slots taken and held: a request's call, then a call of background ops beside it.
-      const held = [store.apply({ key: heldTake, limits: [slow], take: 1 })];
-      await new Promise((resolve) => setImmediate(resolve));
-      held.push(store.apply({ key: heldSync, limits: [slow], credit: 1, background: true }));
-      await new Promise((resolve) => setImmediate(resolve));
-      // Tokens already admitted, charged in the background: queued for a, behind the held calls.
-      const charge = store.apply({ key: user, limits: [slow], debit: CHARGE, background: true });
-      charge.catch(() => {});
-
-      // Another slot's op is answered MOVED by c: the client learns the new map.
-      expect((await store.apply({ key: mover, limits: [slow], take: 1 })).ok).toBe(true);
-      await waitUntil(
-        'the client maps the user’s slot to its new owner',
-        () => Promise.resolve(seenOwner(kind, client.client, slot) === `${b.host}:${b.port}`),
-        2000,
+describe.each(CLIENT_KINDS)('%s: a charge for a master that has lost the slot since', (kind) => {
+  it.each<ChargeAt>(['queued', 'sent'])(
+    '%s: is seen by a look at the same key made once the client knows the new owner',
+    async (chargeAt) => {
+      // No periodic refresh: the client must learn of the move from the MOVED the test provokes,
+      // after the charge (a refresh before that would route the charge to the new owner at once).
+      const override = kind === 'node-redis' ? {} : { slotsRefreshInterval: 0 };
+      const client = await connectCluster(kind, cluster.nodes, { override });
+      opened.push(client);
+      const admin = cluster.nodeClient(cluster.nodes[0]!);
+      const store = new RedisStore({
+        redis: client.client,
+        prefix: uniquePrefix('stale'),
+        coalesce: { maxInFlight: chargeAt === 'queued' ? 1 : 2 },
+      });
+      const [a, b, c] = cluster.nodes as [ClusterNode, ClusterNode, ClusterNode];
+      const ranges = (await admin.call('CLUSTER', 'SLOTS')) as [number, number, [string, number, string]][];
+      const ownerIdOf = (slot: number) => ranges.find(([from, to]) => from <= slot && slot <= to)![2][2];
+      const taken = new Set<number>();
+      const label = `${kind}-${chargeAt}`;
+      const user = pickUser(store, `${label}-user`, (slot) => ownerIdOf(slot) === a.id, taken);
+      const heldTake = pickUser(store, `${label}-held`, (slot) => ownerIdOf(slot) === a.id, taken);
+      const heldSync = pickUser(store, `${label}-sync`, (slot) => ownerIdOf(slot) === a.id, taken);
+      const mover = pickUser(store, `${label}-mover`, (slot) => ownerIdOf(slot) === c.id, taken);
+      const slot = store.groupOf(user);
+      expect((await ownerOf(admin, slot)).id).toBe(a.id);
+      // The script loaded on every master's connection (a NOSCRIPT would send EVAL, a write).
+      await Promise.all(
+        cluster.nodes.map((_, i) => store.apply({ key: `${label}-warm-${i}`, limits: [slow] })),
       );
+      await Promise.all([heldTake, heldSync, mover].map((key) => store.apply({ key, limits: [slow] })));
 
-      const look = store.apply({ key: user, limits: [slow] });
-      look.catch(() => {});
-      // Answered now, the look would have read the bucket ahead of the charge queued before it.
-      await new Promise((resolve) => setTimeout(resolve, LOOK_ANSWERED_MS));
-      await fromA.call('CLIENT', 'UNPAUSE');
-      await Promise.all(held);
-      await charge;
-      expect((await look).remaining).toBe(slow.capacity - CHARGE);
-    } finally {
-      await fromA.call('CLIENT', 'UNPAUSE');
-    }
-    // The charge ran once, on the slot's new owner.
-    expect((await store.apply({ key: user, limits: [slow] })).remaining).toBe(slow.capacity - CHARGE);
-  });
+      // The user's slot and the mover's go to b; the client still maps them to a and c.
+      await giveSlot(slot, b);
+      await giveSlot(store.groupOf(mover), b);
+      expect(seenOwner(kind, client.client, slot)).toBe(`${a.host}:${a.port}`);
+
+      const fromA = cluster.nodeClient(a);
+      await fromA.call('CLIENT', 'PAUSE', PAUSE_MS, 'WRITE');
+      try {
+        // A request's call to a, held.
+        const held = [store.apply({ key: heldTake, limits: [slow], take: 1 })];
+        await new Promise((resolve) => setImmediate(resolve));
+        if (chargeAt === 'queued') {
+          // a's other call taken too: background ops alone, beside it.
+          held.push(store.apply({ key: heldSync, limits: [slow], credit: 1, background: true }));
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        const callsBefore = store.stats().calls;
+        // Tokens already admitted, charged in the background.
+        const charge = store.apply({ key: user, limits: [slow], debit: CHARGE, background: true });
+        charge.catch(() => {});
+        await new Promise((resolve) => setImmediate(resolve));
+        expect(store.stats().calls - callsBefore).toBe(chargeAt === 'queued' ? 0 : 1);
+
+        // Another slot's op is answered MOVED by c: the client learns the new map.
+        expect((await store.apply({ key: mover, limits: [slow], take: 1 })).ok).toBe(true);
+        await waitUntil(
+          'the client maps the user’s slot to its new owner',
+          () => Promise.resolve(seenOwner(kind, client.client, slot) === `${b.host}:${b.port}`),
+          2000,
+        );
+
+        const look = store.apply({ key: user, limits: [slow] });
+        look.catch(() => {});
+        // Answered now, the look would have read the bucket ahead of the charge made before it.
+        await new Promise((resolve) => setTimeout(resolve, LOOK_ANSWERED_MS));
+        await fromA.call('CLIENT', 'UNPAUSE');
+        await Promise.all(held);
+        await charge;
+        expect((await look).remaining).toBe(slow.capacity - CHARGE);
+      } finally {
+        await fromA.call('CLIENT', 'UNPAUSE');
+      }
+      // The charge ran once, on the slot's new owner.
+      expect((await store.apply({ key: user, limits: [slow] })).remaining).toBe(slow.capacity - CHARGE);
+    },
+  );
 });
