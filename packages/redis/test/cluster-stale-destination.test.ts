@@ -1,5 +1,5 @@
-// Exists because a key's ops could be queued at two destinations once its slot moved: a charge
-// queued at the old master's, behind full slots, was overtaken by a later look at the new master's.
+// Exists because a key's ops went to two masters once its slot moved: a charge queued for, or on its
+// way to, the old master was overtaken by a later look sent straight to the new one.
 /**
  * On a real 3-master Cluster, with each client library: slot S (a user's) moves to another master,
  * and the client has not yet seen it. The old master's calls are held (`CLIENT PAUSE … WRITE`), so
