@@ -147,6 +147,9 @@ export function acquireInLine(
         throw error;
       }
       if (last.allowed) return result('acquired', last);
+      // Closed or aborted while the try was out: that is why the wait ends (the loop's top says
+      // which), not the try's wait past the bound (`timeout` let a caller retry on a closed limiter).
+      if (closing.aborted || signal?.aborted) continue;
       const left = start + maxWaitMs - clock.now();
       if (last.retryAfterMs > left) return result('timeout', last);
       await sleep(last.retryAfterMs, signal, closing);
