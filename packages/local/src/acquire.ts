@@ -45,6 +45,8 @@ export interface AcquireResult {
  */
 export class KeyedQueue {
   readonly #tails = new Map<string, Promise<void>>();
+  /** How to wake each key's waiter in turn while it sleeps out a denial's wait (one a key at most). */
+  readonly #sleepers = new Map<string, () => void>();
 
   /** Runs `task` when every earlier task of `key` has finished. */
   run<T>(key: string, task: () => Promise<T>): Promise<T> {
@@ -59,6 +61,35 @@ export class KeyedQueue {
       if (this.#tails.get(key) === tail) this.#tails.delete(key);
     });
     return result;
+  }
+
+  /** Marks `wake` as what ends the sleep of `key`'s waiter in turn; returns its removal. */
+  sleeping(key: string, wake: () => void): () => void {
+    this.#sleepers.set(key, wake);
+    return () => {
+      if (this.#sleepers.get(key) === wake) this.#sleepers.delete(key);
+    };
+  }
+
+  /**
+   * Makes `key`'s sleeping waiter try again now: its last denial's wait may say nothing any more
+   * (a reset or a reward made tokens, a block outlasts its bound).
+   */
+  wake(key: string): void {
+    this.#sleepers.get(key)?.();
+  }
+
+  /** Makes every sleeping waiter try again now (new limits: a wait the old ones gave is stale). */
+  wakeAll(): void {
+    for (const wake of [...this.#sleepers.values()]) wake();
+  }
+
+  /** `landed`, once it has woken `key`'s sleeping waiter if it resolved `true`. */
+  wakeOn(key: string, landed: Promise<boolean>): Promise<boolean> {
+    return landed.then((ok) => {
+      if (ok) this.wake(key);
+      return ok;
+    });
   }
 }
 
@@ -152,7 +183,7 @@ export function acquireInLine(
       if (closing.aborted || signal?.aborted) continue;
       const left = start + maxWaitMs - clock.now();
       if (last.retryAfterMs > left) return result('timeout', last);
-      await sleep(last.retryAfterMs, signal, closing);
+      await sleep(last.retryAfterMs, signal, closing, (wake) => queue.sleeping(key, wake));
     }
   });
   return new Promise<AcquireResult>((resolve, reject) => {
@@ -189,14 +220,23 @@ export function acquireInLine(
   });
 }
 
-/** Resolves after `ms`, or as soon as either signal aborts (the loop then says which). */
-function sleep(ms: number, signal: AbortSignal | undefined, closing: AbortSignal): Promise<void> {
+/**
+ * Resolves after `ms`, as soon as either signal aborts (the loop then says which), or when the
+ * limiter wakes it (`onWake` hands it the way to, and returns how to forget it).
+ */
+function sleep(
+  ms: number,
+  signal: AbortSignal | undefined,
+  closing: AbortSignal,
+  onWake: (wake: () => void) => () => void,
+): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted || closing.aborted) return resolve();
     const done = () => {
       clearTimeout(timer);
       signal?.removeEventListener('abort', done);
       closing.removeEventListener('abort', done);
+      forget();
       resolve();
     };
     // Not unref'd, unlike the limiter's own timers: the caller is awaiting this wait, bounded
@@ -204,5 +244,6 @@ function sleep(ms: number, signal: AbortSignal | undefined, closing: AbortSignal
     const timer = setTimeout(done, ms);
     signal?.addEventListener('abort', done, { once: true });
     closing.addEventListener('abort', done, { once: true });
+    const forget = onWake(done);
   });
 }

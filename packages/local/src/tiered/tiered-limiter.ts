@@ -177,8 +177,9 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
 
   /**
    * Waits in line (FIFO per key, in this process) until `cost` tokens are there, for work that
-   * must stay under a quota rather than be dropped. Gives up at `maxWaitMs` (default 10 s), when
-   * `signal` aborts, or when the limiter closes, and says which in the result; never rejects.
+   * must stay under a quota rather than be dropped (`reset`, a landed `reward`, `block` and `setLimits`
+   * cut a denial's wait short). Gives up at `maxWaitMs` (default 10 s), when `signal` aborts, or when
+   * the limiter closes, and says which in the result; never rejects.
    */
   acquire(key: string, cost = 1, options: AcquireOptions = {}): Promise<AcquireResult> {
     this.#check(key);
@@ -208,13 +209,13 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
    */
   reset(key: string): Promise<boolean> {
     this.#check(key);
-    return this.#parts.admin.reset(key);
+    return this.#waiters.wakeOn(key, this.#parts.admin.reset(key));
   }
 
   /** Gives `tokens` back, never past the room; resolves as `penalty`; lifts a remembered denial unless `false`. */
   reward(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
-    return this.#parts.admin.reward(key, tokens);
+    return this.#waiters.wakeOn(key, this.#parts.admin.reward(key, tokens));
   }
 
   /**
@@ -232,6 +233,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
   block(key: string, ms: number): void {
     this.#check(key);
     this.#parts.admin.block(key, ms);
+    this.#waiters.wake(key);
   }
 
   /**
@@ -253,6 +255,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       lease.deniedUntilMs = lease.blockedUntilMs;
     }
     this.#parts.book.drainAll(this.#leases.values(), before);
+    this.#waiters.wakeAll();
   }
 
   /** Counters since the limiter was made. */
