@@ -6,6 +6,7 @@ import {
   type Decision,
   internal,
 } from '@tiered-limiter/core';
+import { onAbort } from './abort-fanout.js';
 import { DEFAULT_MAX_WAIT_MS } from './defaults.js';
 
 const { assertInteger } = internal;
@@ -193,20 +194,18 @@ export function acquireInLine(
       done();
       resolve(result(reason, undefined));
     };
-    const onAbort = () => leave('aborted');
-    const onClosing = () => leave('closed');
     // Ref'd, as the loop's sleeps are: the caller awaits it, bounded by maxWaitMs.
     const timer = setTimeout(() => leave('timeout'), maxWaitMs);
+    const stopAbort = signal === undefined ? undefined : onAbort(signal, () => leave('aborted'));
+    const stopClosing = onAbort(closing, () => leave('closed'));
     const done = () => {
       clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      closing.removeEventListener('abort', onClosing);
+      stopAbort?.();
+      stopClosing();
     };
-    signal?.addEventListener('abort', onAbort, { once: true });
-    closing.addEventListener('abort', onClosing, { once: true });
     // An abort before the call fires no event: behind another waiter, it would wait its turn.
-    if (closing.aborted) onClosing();
-    else if (signal?.aborted) onAbort();
+    if (closing.aborted) leave('closed');
+    else if (signal?.aborted) leave('aborted');
     inTurn.then(
       (outcome) => {
         done();
@@ -234,16 +233,16 @@ function sleep(
     if (signal?.aborted || closing.aborted) return resolve();
     const done = () => {
       clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      closing.removeEventListener('abort', done);
+      stopAbort?.();
+      stopClosing();
       forget();
       resolve();
     };
     // Not unref'd, unlike the limiter's own timers: the caller is awaiting this wait, bounded
     // by maxWaitMs, and a script whose only work is an acquire must not exit in the middle of it.
     const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-    closing.addEventListener('abort', done, { once: true });
+    const stopAbort = signal === undefined ? undefined : onAbort(signal, done);
+    const stopClosing = onAbort(closing, done);
     const forget = onWake(done);
   });
 }
