@@ -44,6 +44,23 @@ afterEach(async () => {
   vi.useRealTimers();
 });
 
+/**
+ * A store whose heartbeats register at once but answer only at `answer()`, as behind a paused
+ * server or over a slow link.
+ */
+export class HeldBeats extends CountingStore {
+  readonly #waiting: (() => void)[] = [];
+
+  override heartbeat(instance: string, ttlMs: number): Promise<number> {
+    const beat = super.heartbeat(instance, ttlMs);
+    return new Promise((resolve, reject) => this.#waiting.push(() => beat.then(resolve, reject)));
+  }
+
+  answer(): void {
+    for (const send of this.#waiting.splice(0)) send();
+  }
+}
+
 /** Fake time for the limiters, the store and the sync timer alike. */
 export function fakeTime() {
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });

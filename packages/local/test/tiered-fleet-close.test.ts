@@ -3,26 +3,12 @@
 // had left, and resized its `local` fallback.
 import { MemoryStore } from '@tiered-limiter/local';
 import { describe, expect, it } from 'vitest';
-import { CountingStore, fakeTime, limiter } from './sync-kit.js';
-
-/** A store whose heartbeats register at once but answer only at `answer()`, as over a slow link. */
-class LateBeats extends CountingStore {
-  readonly #waiting: (() => void)[] = [];
-
-  override heartbeat(instance: string, ttlMs: number): Promise<number> {
-    const beat = super.heartbeat(instance, ttlMs);
-    return new Promise((resolve, reject) => this.#waiting.push(() => beat.then(resolve, reject)));
-  }
-
-  answer(): void {
-    for (const send of this.#waiting.splice(0)) send();
-  }
-}
+import { fakeTime, HeldBeats, limiter } from './sync-kit.js';
 
 describe('TieredLimiter fleet registry at close()', () => {
   it('emits no fleet event and keeps its fallback when a heartbeat answers after close()', async () => {
     const { clock, advance } = fakeTime();
-    const store = new LateBeats(new MemoryStore({ clock }));
+    const store = new HeldBeats(new MemoryStore({ clock }));
     // Another instance, alive for a minute: the count this limiter's first answer reads is 2.
     await store.inner.heartbeat('other', 60_000);
     const l = limiter(store, clock, {
@@ -48,7 +34,7 @@ describe('TieredLimiter fleet registry at close()', () => {
 
   it('still emits fleet for a heartbeat answered before close()', async () => {
     const { clock, advance } = fakeTime();
-    const store = new LateBeats(new MemoryStore({ clock }));
+    const store = new HeldBeats(new MemoryStore({ clock }));
     await store.inner.heartbeat('other', 60_000);
     const l = limiter(store, clock, {
       instances: 1,

@@ -1,26 +1,12 @@
 import { MemoryStore } from '@tiered-limiter/local';
 import { describe, expect, it } from 'vitest';
 import { IDLE_BEAT_MS } from '../src/tiered/fleet-registry.js';
-import { CountingStore, fakeTime, limiter } from './sync-kit.js';
-
-/** A store whose heartbeats go unanswered until `answer()`, as behind a paused server. */
-class StalledBeats extends CountingStore {
-  readonly #waiting: (() => void)[] = [];
-
-  override heartbeat(instance: string, ttlMs: number): Promise<number> {
-    const beat = super.heartbeat(instance, ttlMs);
-    return new Promise((resolve, reject) => this.#waiting.push(() => beat.then(resolve, reject)));
-  }
-
-  answer(): void {
-    for (const send of this.#waiting.splice(0)) send();
-  }
-}
+import { fakeTime, HeldBeats, limiter } from './sync-kit.js';
 
 describe('TieredLimiter heartbeats', () => {
   it('sends no heartbeat while its last one is unanswered, for up to its registration, held key or none', async () => {
     const { clock, advance } = fakeTime();
-    const store = new StalledBeats(new MemoryStore({ clock }));
+    const store = new HeldBeats(new MemoryStore({ clock }));
     const l = limiter(store, clock, { sync: { fleetCallsPerSecond: 20 } });
     const hit = async () => {
       l.tryConsume('k') ?? (await l.consume('k'));

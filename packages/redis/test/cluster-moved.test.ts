@@ -13,18 +13,10 @@
  */
 import { defineLimit, StoreError } from '@tiered-limiter/core';
 import { bucketKeys, RedisStore } from '@tiered-limiter/redis';
-import {
-  CLIENT_KINDS,
-  type ClientKind,
-  type ClusterNode,
-  connectCluster,
-  type KindClient,
-  type RedisCluster,
-  startCluster,
-  uniquePrefix,
-} from '@tiered-limiter/test-harness';
+import { CLIENT_KINDS, type ClientKind, uniquePrefix } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { clusterForFile, type Migration } from './cluster-file.js';
 import { readBucket } from './stored-bucket.js';
 
 const slow = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'slow' });
@@ -32,73 +24,11 @@ const SHARDS = 8;
 const BURST = 64;
 const MAX_BURSTS = 400;
 
-let cluster: RedisCluster;
-const opened: KindClient[] = [];
-
-beforeAll(async () => {
-  cluster = await startCluster({ masters: 3 });
-});
-afterEach(() => {
-  for (const client of opened.splice(0)) client.close();
-});
-afterAll(() => cluster.stop());
-
-async function ownerOf(admin: Redis, slot: number): Promise<ClusterNode> {
-  const ranges = (await admin.call('CLUSTER', 'SLOTS')) as [number, number, [string, number, string]][];
-  const id = ranges.find(([from, to]) => from <= slot && slot <= to)![2][2];
-  return cluster.nodes.find((node) => node.id === id)!;
-}
+const { cluster, connect, startMigration, moveKeys, finishMigration } = clusterForFile();
 
 async function errorCount(node: Redis, kind: 'MOVED' | 'ASK' | 'TRYAGAIN'): Promise<number> {
   const match = new RegExp(`errorstat_${kind}:count=(\\d+)`).exec(await node.info('errorstats'));
   return match ? Number(match[1]) : 0;
-}
-
-/** A slot on its way from one master to another: both nodes, and a client of each. */
-interface Migration {
-  readonly slot: number;
-  readonly source: ClusterNode;
-  readonly target: ClusterNode;
-  readonly from: Redis;
-  readonly to: Redis;
-}
-
-/**
- * Starts moving `slot` from its owner to another master: the target IMPORTING, then the source
- * MIGRATING (redis-cli's order). Keys stay on the source until `moveKeys` moves them.
- */
-async function startMigration(slot: number, admin: Redis): Promise<Migration> {
-  const source = await ownerOf(admin, slot);
-  const target = cluster.nodes.find((node) => node.id !== source.id)!;
-  const from = cluster.nodeClient(source);
-  const to = cluster.nodeClient(target);
-  await to.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', source.id);
-  await from.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', target.id);
-  return { slot, source, target, from, to };
-}
-
-/** Moves `keys` (of the migrating slot) from the source to the target. */
-async function moveKeys({ from, target }: Migration, keys: readonly string[]): Promise<void> {
-  await from.call('MIGRATE', target.host, target.port, '', 0, 5000, 'KEYS', ...keys);
-}
-
-/**
- * Moves every key the source still holds in the slot, `pauseMs` between rounds of 50, then gives
- * the slot to the target on every node. All of them: the source refuses SETSLOT NODE while it
- * holds keys of the slot ("still hold keys") unless the cluster bus told it of the new owner
- * first, a race that a loaded machine loses.
- */
-async function finishMigration(migration: Migration, pauseMs = 0): Promise<void> {
-  const { slot, source, target, from } = migration;
-  for (let round = 0; round < 1000; round++) {
-    const keys = (await from.call('CLUSTER', 'GETKEYSINSLOT', slot, 50)) as string[];
-    if (keys.length === 0) break;
-    await moveKeys(migration, keys);
-    if (pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs));
-  }
-  for (const node of [target, source, ...cluster.nodes.filter((n) => n !== target && n !== source)]) {
-    await cluster.nodeClient(node).call('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
-  }
 }
 
 /** Moves `slot` from its owner to another master, key by key, while clients keep writing to it. */
@@ -110,11 +40,10 @@ async function migrate(slot: number, admin: Redis): Promise<Migration> {
 
 describe.each(CLIENT_KINDS)('%s: a slot migrated while coalesced batches are in flight', (kind) => {
   it('every op gets a reply or a StoreError; an answered op ran once; none ran twice', async () => {
-    const client = await connectCluster(kind, cluster.nodes);
-    opened.push(client);
+    const client = await connect(kind);
     const prefix = uniquePrefix('moved');
     const store = new RedisStore({ redis: client.client, prefix, shards: SHARDS });
-    const admin = cluster.nodeClient(cluster.nodes[0]!);
+    const admin = cluster().nodeClient(cluster().nodes[0]!);
     // The slot of shard 0, which about an eighth of the ops' keys hash to.
     const movingKey = bucketKeys(prefix, 'x', [slow], SHARDS)[0]!;
     const slot = Number(await admin.call('CLUSTER', 'KEYSLOT', movingKey));
@@ -146,14 +75,13 @@ describe.each(CLIENT_KINDS)('%s: a slot migrated while coalesced batches are in 
     await new Promise((resolve) => setTimeout(resolve, 100));
     const before = { moved: 0, ask: 0 };
     const { source } = await migrate(slot, admin);
-    const sourceClient = cluster.nodeClient(source);
+    const sourceClient = cluster().nodeClient(source);
     before.moved = await errorCount(sourceClient, 'MOVED');
     await new Promise((resolve) => setTimeout(resolve, 300)); // batches still routed to the source
     migrated = true;
     await load;
 
-    const checker = await connectCluster('ioredis', cluster.nodes);
-    opened.push(checker);
+    const checker = await connect('ioredis');
     const check = new RedisStore({ redis: checker.client, prefix, shards: SHARDS });
     const keys = [...outcomes.keys()];
     const peeks = await Promise.all(keys.map((key) => check.apply({ key, limits: [slow] })));
@@ -186,14 +114,13 @@ const second = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'second
 
 describe.each(CLIENT_KINDS)('%s: a call whose keys a migration has split', (kind) => {
   it('gets TRYAGAIN, is tried again until the slot has moved, and is then answered, once', async () => {
-    const client = await connectCluster(kind, cluster.nodes);
-    opened.push(client);
+    const client = await connect(kind);
     const prefix = uniquePrefix('split');
     const store = new RedisStore({ redis: client.client, prefix });
     const limits = [first, second];
     await store.apply({ key: 'user', limits, take: 1 }); // both of the user's buckets on their master
     const [firstKey, secondKey] = bucketKeys(prefix, 'user', limits);
-    const admin = cluster.nodeClient(cluster.nodes[0]!);
+    const admin = cluster().nodeClient(cluster().nodes[0]!);
     const slot = Number(await admin.call('CLUSTER', 'KEYSLOT', firstKey!));
     const migration = await startMigration(slot, admin);
     const { from } = migration;
@@ -235,8 +162,7 @@ const TIMER_SLACK_MS = 5;
  * no key moved yet.
  */
 async function callOnMigratingSlot(kind: ClientKind, label: string) {
-  const client = await connectCluster(kind, cluster.nodes);
-  opened.push(client);
+  const client = await connect(kind);
   const prefix = uniquePrefix(label);
   const store = new RedisStore({ redis: client.client, prefix });
   const limits = [first, second];
@@ -244,7 +170,7 @@ async function callOnMigratingSlot(kind: ClientKind, label: string) {
   const call = () => store.apply({ key: user, limits, take: 1 });
   await call();
   const keys = bucketKeys(prefix, user, limits) as [string, string];
-  const admin = cluster.nodeClient(cluster.nodes[0]!);
+  const admin = cluster().nodeClient(cluster().nodes[0]!);
   const migration = await startMigration(Number(await admin.call('CLUSTER', 'KEYSLOT', keys[0])), admin);
   return { call, keys, migration };
 }

@@ -15,15 +15,12 @@ import {
   CLIENT_KINDS,
   type ClientKind,
   type ClusterNode,
-  connectCluster,
-  type KindClient,
-  type RedisCluster,
-  startCluster,
   uniquePrefix,
   waitUntil,
 } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { clusterForFile } from './cluster-file.js';
 
 const slow = defineLimit({ capacity: 10, refillPerSecond: 0.001, name: 'slow' });
 const CHARGE = 3;
@@ -32,29 +29,11 @@ const PAUSE_MS = 5000;
 /** Time for a look that is not held to be answered, on a loaded 2-core machine. */
 const LOOK_ANSWERED_MS = 300;
 
-let cluster: RedisCluster;
-const opened: KindClient[] = [];
+const { cluster, connect, ownerOf, startMigration, finishMigration } = clusterForFile();
 
-beforeAll(async () => {
-  cluster = await startCluster({ masters: 3 });
-});
-afterEach(() => {
-  for (const client of opened.splice(0)) client.close();
-});
-afterAll(() => cluster.stop());
-
-/** The master serving `slot` now, from CLUSTER SLOTS. */
-async function ownerOf(admin: Redis, slot: number): Promise<ClusterNode> {
-  const ranges = (await admin.call('CLUSTER', 'SLOTS')) as [number, number, [string, number, string]][];
-  const id = ranges.find(([from, to]) => from <= slot && slot <= to)![2][2];
-  return cluster.nodes.find((node) => node.id === id)!;
-}
-
-/** Gives an empty `slot` to `target` on every node, the target first (as a resharding ends). */
-async function giveSlot(slot: number, target: ClusterNode): Promise<void> {
-  for (const node of [target, ...cluster.nodes.filter((n) => n !== target)]) {
-    await cluster.nodeClient(node).call('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
-  }
+/** Gives `slot` to `target` as a resharding does (its keys moved too), unseen by clients. */
+async function giveSlot(slot: number, target: ClusterNode, admin: Redis): Promise<void> {
+  await finishMigration(await startMigration(slot, admin, target));
 }
 
 /** `host:port` of the master `client` sends `slot` to, as it sees the slot map now. */
@@ -97,15 +76,14 @@ describe.each(CLIENT_KINDS)('%s: a charge for a master that has lost the slot si
       // No periodic refresh: the client must learn of the move from the MOVED the test provokes,
       // after the charge (a refresh before that would route the charge to the new owner at once).
       const override = kind === 'node-redis' ? {} : { slotsRefreshInterval: 0 };
-      const client = await connectCluster(kind, cluster.nodes, { override });
-      opened.push(client);
-      const admin = cluster.nodeClient(cluster.nodes[0]!);
+      const client = await connect(kind, { override });
+      const admin = cluster().nodeClient(cluster().nodes[0]!);
       const store = new RedisStore({
         redis: client.client,
         prefix: uniquePrefix('stale'),
         coalesce: { maxInFlight: chargeAt === 'queued' ? 1 : 2 },
       });
-      const [a, b, c] = cluster.nodes as [ClusterNode, ClusterNode, ClusterNode];
+      const [a, b, c] = cluster().nodes as [ClusterNode, ClusterNode, ClusterNode];
       const ranges = (await admin.call('CLUSTER', 'SLOTS')) as [number, number, [string, number, string]][];
       const ownerIdOf = (slot: number) => ranges.find(([from, to]) => from <= slot && slot <= to)![2][2];
       const taken = new Set<number>();
@@ -118,16 +96,16 @@ describe.each(CLIENT_KINDS)('%s: a charge for a master that has lost the slot si
       expect((await ownerOf(admin, slot)).id).toBe(a.id);
       // The script loaded on every master's connection (a NOSCRIPT would send EVAL, a write).
       await Promise.all(
-        cluster.nodes.map((_, i) => store.apply({ key: `${label}-warm-${i}`, limits: [slow] })),
+        cluster().nodes.map((_, i) => store.apply({ key: `${label}-warm-${i}`, limits: [slow] })),
       );
       await Promise.all([heldTake, heldSync, mover].map((key) => store.apply({ key, limits: [slow] })));
 
       // The user's slot and the mover's go to b; the client still maps them to a and c.
-      await giveSlot(slot, b);
-      await giveSlot(store.groupOf(mover), b);
+      await giveSlot(slot, b, admin);
+      await giveSlot(store.groupOf(mover), b, admin);
       expect(seenOwner(kind, client.client, slot)).toBe(`${a.host}:${a.port}`);
 
-      const fromA = cluster.nodeClient(a);
+      const fromA = cluster().nodeClient(a);
       await fromA.call('CLIENT', 'PAUSE', PAUSE_MS, 'WRITE');
       try {
         // A request's call to a, held.
