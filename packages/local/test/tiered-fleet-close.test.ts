@@ -5,19 +5,27 @@ import { MemoryStore } from '@tiered-limiter/local';
 import { describe, expect, it } from 'vitest';
 import { fakeTime, HeldBeats, limiter } from './sync-kit.js';
 
+/**
+ * A limiter declared alone (`instances: 1`, the `local` policy) whose heartbeats wait for
+ * `store.answer()`, beside another instance alive for a minute: its first answer reads 2.
+ */
+async function declaredOneOfTwo() {
+  const { clock, advance } = fakeTime();
+  const store = new HeldBeats(new MemoryStore({ clock }));
+  await store.inner.heartbeat('other', 60_000);
+  const l = limiter(store, clock, {
+    instances: 1,
+    failurePolicy: 'local',
+    sync: { fleetCallsPerSecond: 20 },
+  });
+  const events: unknown[] = [];
+  l.on('fleet', (info) => events.push(info));
+  return { advance, store, l, events };
+}
+
 describe('TieredLimiter fleet registry at close()', () => {
   it('emits no fleet event and keeps its fallback when a heartbeat answers after close()', async () => {
-    const { clock, advance } = fakeTime();
-    const store = new HeldBeats(new MemoryStore({ clock }));
-    // Another instance, alive for a minute: the count this limiter's first answer reads is 2.
-    await store.inner.heartbeat('other', 60_000);
-    const l = limiter(store, clock, {
-      instances: 1,
-      failurePolicy: 'local',
-      sync: { fleetCallsPerSecond: 20 },
-    });
-    const events: unknown[] = [];
-    l.on('fleet', (info) => events.push(info));
+    const { advance, store, l, events } = await declaredOneOfTwo();
     const fallback = l.fallbackLimits;
     // The first tick (a 56 ms period) sends the first heartbeat, which waits for its answer.
     await advance(60);
@@ -33,16 +41,7 @@ describe('TieredLimiter fleet registry at close()', () => {
   });
 
   it('still emits fleet for a heartbeat answered before close()', async () => {
-    const { clock, advance } = fakeTime();
-    const store = new HeldBeats(new MemoryStore({ clock }));
-    await store.inner.heartbeat('other', 60_000);
-    const l = limiter(store, clock, {
-      instances: 1,
-      failurePolicy: 'local',
-      sync: { fleetCallsPerSecond: 20 },
-    });
-    const events: unknown[] = [];
-    l.on('fleet', (info) => events.push(info));
+    const { advance, store, l, events } = await declaredOneOfTwo();
     await advance(60);
     store.answer();
     await advance(1);
