@@ -121,7 +121,7 @@ export function allFull(stored: Buckets, limits: readonly LimitSpec[], nowMs: nu
 /**
  * Adds `tokens` to every bucket (`reward`, never past its capacity) or, negative, takes them
  * regardless (`penalty`): a bucket may go into debt, at most its capacity deep, as the shared
- * stores allow.
+ * stores allow; one already deeper (its capacity lowered since) stays where it is, as there.
  */
 export function addTokens(
   buckets: readonly BucketState[],
@@ -134,14 +134,18 @@ export function addTokens(
     const bucket = buckets[i]!;
     advance(bucket, spec, nowMs);
     const next = bucket.tokens + tokens;
-    bucket.tokens = next > spec.capacity ? spec.capacity : next < -spec.capacity ? -spec.capacity : next;
+    if (next > spec.capacity) bucket.tokens = spec.capacity;
+    else if (next >= -spec.capacity || tokens > 0) bucket.tokens = next;
+    else if (bucket.tokens > -spec.capacity) bucket.tokens = -spec.capacity;
   }
 }
 
 /**
  * A key's buckets under new limits: a limit of the same name keeps its tokens (refilled to now
  * under the old rate, then cut to the new capacity), a new name starts full, as a store keyed by
- * limit name does.
+ * limit name does. A bucket already full is no bucket, as for a store that forgot it: full to the
+ * new capacity. Kept at the old one, a raised capacity gave a key idle for an hour half the burst
+ * of a new key, or the whole of it if a `peek` or `size` had dropped the key first.
  */
 function carryOver(
   buckets: readonly BucketState[],
@@ -154,7 +158,10 @@ function carryOver(
     if (i === -1) return fullBucket(spec, nowMs);
     const bucket = buckets[i]!;
     const tokens = refilled(bucket.tokens, nowMs - bucket.updatedAtMs, from[i]!);
-    const cut = tokens > spec.capacity ? spec.capacity : tokens < -spec.capacity ? -spec.capacity : tokens;
+    if (covers(tokens, from[i]!.capacity)) return fullBucket(spec, nowMs);
+    // A debt is kept whole, as the stores keep it: cut to the new capacity, a penalty of 10 on a
+    // bucket of 10 was half forgiven by a capacity of 5, and the key admitted 5 tokens' time early.
+    const cut = tokens > spec.capacity ? spec.capacity : tokens;
     return { tokens: cut, updatedAtMs: nowMs > bucket.updatedAtMs ? nowMs : bucket.updatedAtMs };
   });
 }
