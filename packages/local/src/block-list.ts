@@ -48,4 +48,9 @@ export class BlockList {
   unblock(key: string): void {
     this.#until.delete(key);
   }
+
+  /** Lifts every block. */
+  clear(): void {
+    this.#until.clear();
+  }
 }

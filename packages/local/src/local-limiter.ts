@@ -234,7 +234,8 @@ export class LocalLimiter implements SyncLimiter {
 
   /**
    * Replaces the limits. Every key keeps its state: a limit of the same name keeps its tokens
-   * (cut to a lower capacity), a new name starts full, as the shared stores do.
+   * (cut to a lower capacity; a bucket already full is full to a raised one), a new name starts
+   * full, as the shared stores do.
    */
   setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
     if (this.#closed) throw new ClosedError('LocalLimiter');
@@ -254,13 +255,14 @@ export class LocalLimiter implements SyncLimiter {
   /** Forgets every key and makes later calls throw `ClosedError`. Resolves at once. */
   close(): Promise<void> {
     this.#closed = true;
-    this.#buckets.clear();
+    this.clear();
     return Promise.resolve();
   }
 
-  /** Forgets every key. */
+  /** Forgets every key and lifts every block, as `reset` does for one key. */
   clear(): void {
     this.#buckets.clear();
+    this.#blocked.clear();
   }
 
   /**

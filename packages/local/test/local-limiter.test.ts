@@ -197,6 +197,17 @@ describe('LocalLimiter memory', () => {
     expect(limiter.tryConsume('b').allowed).toBe(true);
   });
 
+  it('clear lifts every block, as reset lifts one', () => {
+    const { limiter } = setup(perMinute(1));
+    limiter.block('a', 60_000);
+    limiter.block('b', 60_000);
+    limiter.reset('a');
+    expect(limiter.tryConsume('a').allowed).toBe(true);
+    limiter.clear();
+    // Before: still blocked for 60 s after the limiter had forgotten every key.
+    expect(limiter.tryConsume('b')).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
   it('defaults maxKeys to DEFAULT_MAX_KEYS', () => {
     expect(DEFAULT_MAX_KEYS).toBe(100_000);
     const { limiter } = setup(perMinute(1));
