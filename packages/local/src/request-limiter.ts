@@ -34,7 +34,8 @@ const {
 /** Options of `RequestLimiter`. */
 export interface RequestLimiterOptions extends StoreLimiterOptions {
   /**
-   * Keys `block()` remembers at most (the only per-key state this limiter keeps in process).
+   * Keys `block()` remembers at most (the only per-key state this limiter keeps in process, with
+   * the denials and the keys last reset or rewarded that `rememberDenials` keeps, as many each).
    * @default 100_000
    */
   maxKeys?: number;
@@ -149,7 +150,9 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
       const decision = denyDecision(blockedMs, 0, Math.ceil(blockedMs), spec, 'local');
       return Promise.resolve(this.#store.count(decision));
     }
-    const denied = this.#denials?.recall(key);
+    // A remembered denial is the wait for one token: a larger cost's is longer, and maybe another
+    // limit's (it said 2 s where the store says 4 s for a cost of 2 at 0.5/s), so the store answers it.
+    const denied = cost === 1 ? this.#denials?.recall(key) : undefined;
     if (denied !== undefined) return Promise.resolve(this.#store.count(denied));
     return this.#ask(key, cost, { key, limits: this.#limits, take: cost });
   }
@@ -201,14 +204,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
    */
   reward(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
-    const credit = assertTokens(tokens);
-    const denial = this.#denials?.forget(key);
-    const done = this.#manage({ key, limits: this.#limits, credit });
-    if (denial === undefined) return done;
-    return done.then((landed) => {
-      if (!landed) this.#denials?.restore(key, denial);
-      return landed;
-    });
+    return this.#adjust(key, { key, limits: this.#limits, credit: assertTokens(tokens) });
   }
 
   /**
@@ -218,7 +214,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
    */
   penalty(key: string, tokens: number): Promise<boolean> {
     this.#check(key);
-    return this.#manage({ key, limits: this.#limits, debit: assertTokens(tokens) });
+    return this.#adjust(key, { key, limits: this.#limits, debit: assertTokens(tokens) });
   }
 
   /** Denies `key` for `ms` in this process, with no store call (tier `local`). */
@@ -269,10 +265,30 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   }
 
   async #ask(key: string, cost: number, op: BucketOp): Promise<Decision> {
+    const denials = this.#denials;
+    const ask = denials === undefined ? 0 : denials.ask();
+    const askedAt = denials === undefined ? 0 : this.#clock.now();
     const result = await this.#store.send(() => this.#sent(op));
     if (!result.ok) return this.#store.byPolicy(key, cost, result.error);
-    this.#denials?.remember(key, cost, result.value, op.limits);
+    denials?.remember(key, cost, result.value, op.limits, ask, askedAt);
     return this.#store.count(decisionOf(result.value, op.limits, 'global'));
+  }
+
+  /**
+   * A reward or penalty of `key`: a denial remembered for it no longer says its wait (a reward may
+   * have given it a token; after a penalty it said 2 s where the store says 4), so it is forgotten,
+   * as the two-tier limiter's is by the op's reply, unless the op fails: then nothing changed, and
+   * without it the next request went to the failing store for its policy to decide.
+   */
+  #adjust(key: string, op: BucketOp): Promise<boolean> {
+    const denials = this.#denials;
+    const denial = denials?.forget(key);
+    const done = this.#manage(op);
+    if (denial === undefined) return done;
+    return done.then((landed) => {
+      if (!landed) denials!.restore(key, denial);
+      return landed;
+    });
   }
 
   async #manage(op: BucketOp): Promise<boolean> {
