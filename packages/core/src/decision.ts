@@ -25,14 +25,19 @@ export interface Decision {
   readonly remaining: number;
   /** 0 when allowed; else milliseconds until the same request could be admitted (≥ 1). */
   readonly retryAfterMs: number;
-  /** Milliseconds until every limit is full again (the longest over the limits). */
+  /**
+   * Milliseconds until the limit this decision speaks of is full again. Another of several limits
+   * may take longer: of 10 per second and 1,000 per hour, one request says 100 ms, the second's.
+   */
   readonly resetMs: number;
   /** Capacity of the limit this decision speaks of (the `RateLimit-Limit` a server would announce). */
   readonly limit: number;
   /**
-   * Name of the limit this decision speaks of: the one that denied, or else the tightest (fewest
-   * whole tokens left, the first listed on a tie). `remaining`, `limit` and `retryAfterMs` are
-   * that limit's, so a caller never mixes one limit's name with another's numbers.
+   * Name of the limit this decision speaks of: the one that denied (the longest wait for this
+   * request), else the one the next request meets first (the longest wait for one more token),
+   * then the fewest whole tokens left, then the longest time until full, then the first listed
+   * (core's `isTighter`). `remaining`, `limit`, `retryAfterMs` and `resetMs` are that limit's, so
+   * a caller never mixes one limit's name with another's numbers.
    */
   readonly name: string;
   /** Which tier decided. */

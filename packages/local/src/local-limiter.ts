@@ -74,10 +74,11 @@ export interface LocalLimiterOptions {
 
 /**
  * An in-process token-bucket limiter over many keys: synchronous, no I/O. Each key gets a bucket
- * per limit the first time it is seen; the least recently used keys are forgotten past `maxKeys`.
- * Every decision has tier `local`, and its `remaining` and `limit` speak of the tightest limit
- * (fewest whole tokens left, the first listed on a tie) and its waits are the longest among the
- * limits. It fulfils the `SyncLimiter` contract like the store-backed limiters (`consume` and
+ * per limit the first time it is seen; past `maxKeys` the least recently used key is forgotten
+ * and comes back with full buckets.
+ * Every decision has tier `local` and speaks of one limit, as every limiter's does
+ * (`Decision.name`): a denial of the limit that keeps the request waiting longest, so its
+ * `retryAfterMs` is the wait until every limit could admit it. It fulfils the `SyncLimiter` contract like the store-backed limiters (`consume` and
  * the management calls resolve at once, having done their work in process), so the HTTP
  * middleware and any code written against the contract take it too. Use it alone in a single
  * process, or as the fallback of a shared limit.
