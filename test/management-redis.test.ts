@@ -103,4 +103,25 @@ describe('management calls on a real Redis', () => {
     await admitted(request, 'k', 6);
     expect(await request.peek('k')).toMatchObject({ allowed: true, shadowDenied: true });
   });
+
+  it('rememberDenials keeps no denial asked for before a reset or reward that landed', async () => {
+    // The request's op and the call leave in one coalesced call, the request's first: the bucket
+    // turned it away, then was reset (or given a token). Kept, its denial turned the key away here
+    // for 1,000 s with the store holding a token (packages/local/test/request-limiter-denials).
+    for (const call of ['reset', 'reward'] as const) {
+      const request = new RequestLimiter({
+        ...common,
+        store: await store(),
+        limits: FIVE,
+        rememberDenials: true,
+      });
+      open.push(request);
+      expect(await admitted(request, 'k', 5)).toBe(5);
+      const pending = request.consume('k');
+      const done = call === 'reset' ? request.reset('k') : request.reward('k', 1);
+      expect(await pending).toMatchObject({ allowed: false, tier: 'global' });
+      expect(await done).toBe(true);
+      expect(await request.consume('k')).toMatchObject({ allowed: true, tier: 'global' });
+    }
+  });
 });
