@@ -35,7 +35,8 @@ const {
 export interface RequestLimiterOptions extends StoreLimiterOptions {
   /**
    * Keys `block()` remembers at most (the only per-key state this limiter keeps in process, with
-   * the denials and the keys last reset or rewarded that `rememberDenials` keeps, as many each).
+   * the denials `rememberDenials` keeps and the keys last reset, rewarded or penalised it notes
+   * for them, as many each).
    * @default 100_000
    */
   maxKeys?: number;
@@ -276,7 +277,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
 
   /**
    * A reward or penalty of `key`: a denial remembered for it no longer says its wait (a reward may
-   * have given it a token; after a penalty it said 2 s where the store says 4), so it is forgotten,
+   * have given it a token; after a penalty it said 500 ms where the store says 1,500), so it is forgotten,
    * as the two-tier limiter's is by the op's reply, unless the op fails: then nothing changed, and
    * without it the next request went to the failing store for its policy to decide.
    */
