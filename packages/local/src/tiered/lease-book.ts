@@ -115,7 +115,7 @@ export class LeaseBook {
 
   /**
    * Tells the store this instance is alive and reads the live count (the `fleet` event when it
-   * outgrew the declared one): each tick's, and an optimistic limiter's first, as it is made.
+   * outgrew the declared one): each tick's, and the first, as the limiter is made.
    */
   beat(idle = false): void {
     void this.#syncer?.beat(this.#clock.now(), idle).then((live) => {

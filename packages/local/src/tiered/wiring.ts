@@ -108,8 +108,10 @@ export function wireTiered(
       : new ColdStart(config.coldStart, (nowMs) =>
           syncer === undefined ? madeAtMs : syncer.fleet.creditSince(nowMs),
         );
-  // Credit waits for the fleet's size: a first heartbeat now, not a period from now.
-  if (coldStart !== undefined) book.beat();
+  // A first heartbeat now, not at the first tick: that round, and the refills before it, are sized
+  // by the live count (a limiter joining nine others leased 700 of 1,000 tokens, sized as if alone),
+  // and optimistic credit waits for it. An idle limiter's first tick then sends none (`IDLE_BEAT_MS`).
+  if (syncer !== undefined) book.beat();
   const sightings = new FirstSightings(
     config.maxKeys,
     () => Math.max(MIN_SIGHTING_WINDOW_MS, config.timing.ttlMs),
