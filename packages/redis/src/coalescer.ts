@@ -160,6 +160,14 @@ export class Coalescer<Op, Reply> {
     return this.#maxKeys;
   }
 
+  /**
+   * `count` more round trips than the one a flush counted: its send went to more than one node (a
+   * slot moved since its ops were queued), or sent a part again alone.
+   */
+  countCalls(count: number): void {
+    this.#calls += count;
+  }
+
   /** Counters since the coalescer was made. */
   stats(): CoalescerStats {
     return { calls: this.#calls, ops: this.#ops, keys: this.#keys, withdrawn: this.#withdrawn };

@@ -9,6 +9,7 @@ import {
   StoreError,
 } from '@tiered-limiter/core';
 import calculateSlot from 'cluster-key-slot';
+import { byNode } from './by-node.js';
 import { adapterFor, asError, type RedisClientAdapter } from './client/adapter.js';
 import { type CoalesceOptions, Coalescer, type CoalescerStats, type Pending } from './coalescer.js';
 import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_KEYS_PER_CALL, MAX_SHARDS } from './defaults.js';
@@ -114,7 +115,9 @@ export class RedisStore implements GlobalStore {
 
   /**
    * Counters since the store was made: `calls`, round trips sent (one per destination flush: a
-   * Cluster master's pipeline of several slots is one), whether they succeeded or not; `ops`,
+   * Cluster master's pipeline of several slots is one; a flush whose slots the client now maps to
+   * several masters is one per master, and a part sent again alone after a redirection one more),
+   * whether they succeeded or not; `ops`,
    * the ops they carried (ops on one key merged in a call count each); `keys`, the bucket keys
    * they carried (one per limit of each op). So `ops / calls` is the coalescing achieved.
    * `withdrawn`: ops dropped unsent because their caller gave up (the limiters' timeout) while
@@ -206,7 +209,21 @@ export class RedisStore implements GlobalStore {
     });
   }
 
-  async #send(batches: readonly (readonly Op[])[]): Promise<void> {
+  /**
+   * Sends a flush's batches: one call, or, when the client now maps their slots to several masters
+   * (a slot moved since its ops were queued), one call per master, each counted. Sent as one, ioredis
+   * refused the pipeline unsent and node-redis sent each slot to its master: two round trips, counted one.
+   */
+  #send(batches: readonly (readonly Op[])[]): Promise<void> {
+    const client = this.#client;
+    const parts =
+      client.isCluster && batches.length > 1 ? byNode(batches, (slot) => client.nodeOf(slot)) : undefined;
+    if (parts === undefined) return this.#sendPart(batches);
+    this.#coalescer.countCalls(parts.length - 1);
+    return Promise.all(parts.map((part) => this.#sendPart(part))).then(() => undefined);
+  }
+
+  async #sendPart(batches: readonly (readonly Op[])[]): Promise<void> {
     let results: unknown[];
     try {
       results = await this.#client.evalScript(
@@ -227,6 +244,7 @@ export class RedisStore implements GlobalStore {
         // Redis ran none of them, so each goes once more alone, where the client follows the
         // redirection itself (ASKING included). Nothing that may have run is ever resent.
         if (reply instanceof Error && REDIRECTED.test(reply.message) && batches.length > 1) {
+          this.#coalescer.countCalls(1);
           reply = await this.#client
             .evalScript(APPLY_SCRIPT, [encodeOps(batch, this.#keepAfterFullMs)])
             .then((r) => r[0], asError);

@@ -55,8 +55,9 @@ export function ioredisAdapter(client: IoredisLike): RedisClientAdapter {
       try {
         results = await pipeline.exec();
       } catch (error) {
-        // A Cluster pipeline whose slots the client now maps to different nodes (a slot moved
-        // since the store grouped them) is refused before anything is sent: send each alone.
+        // A Cluster pipeline whose slots the client now maps to different nodes is refused before
+        // anything is sent: send each alone. `RedisStore` splits a flush by node just before it
+        // calls here, so this is for an adapter's other callers, or a map that changed in between.
         if (!(error instanceof Error) || !SPLIT_PIPELINE.test(error.message)) throw error;
         return Promise.all(calls.map((call) => this.evalScript(script, [call]).then((r) => r[0])));
       }
