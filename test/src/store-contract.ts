@@ -1,4 +1,5 @@
 import {
+  ArgumentError,
   defineLimit,
   type GlobalStore,
   type LimitSpec,
@@ -89,6 +90,32 @@ export function describeStoreContract(
       await leave!(leaving);
       await leave!(fresh('instance-never'));
       expect(await heartbeat(staying, 60_000)).toBe(before);
+    });
+
+    it('refuses an op on no limit, or on a key that is not a string, by rejecting with an ArgumentError', async () => {
+      const refusals: [() => Promise<unknown>, string, unknown][] = [
+        [() => take(fresh('no-limit'), [], 1), 'limits', []],
+        [() => peek(fresh('no-limit'), []), 'limits', []],
+        [() => store.apply({ key: fresh('no-limit'), limits: undefined as never }), 'limits', undefined],
+        [() => store.reset(fresh('no-limit'), []), 'limits', []],
+        [() => take(42 as never, [slow], 1), 'key', 42],
+        [() => store.reset(undefined as never, [slow]), 'key', undefined],
+      ];
+      for (const [call, argument, value] of refusals) {
+        // Never a throw: a caller's `.catch`, or a `Promise.all` beside other ops, sees it as any failure.
+        let pending: Promise<unknown> | undefined;
+        expect(() => {
+          pending = call();
+        }).not.toThrow();
+        const refused = await pending!.then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        expect(refused).toBeInstanceOf(ArgumentError);
+        expect(refused).toMatchObject({ code: 'ERR_TL_ARGUMENT', argument, value });
+      }
+      // Nothing of them reached a bucket: 42 is a key like any other, still full.
+      expect(await peek('42', [slow])).toMatchObject({ remaining: 10 });
     });
 
     it('admits a new key and leaves capacity − cost (capacity 100, 10/s, cost 1)', async () => {

@@ -32,7 +32,8 @@ export class ConfigError extends TieredLimiterError {
 
 /**
  * A call was made with an argument that is a programming error (a key that is not a string, a
- * cost of 0.5). Thrown at once from the call; a store failure is never reported this way.
+ * cost of 0.5). Thrown at once from the call; a `GlobalStore`'s methods reject with it instead,
+ * never throw. A store failure is never reported this way.
  */
 export class ArgumentError extends TieredLimiterError {
   /** The argument that was refused, e.g. `key` or `cost`. */

@@ -1,4 +1,4 @@
-import { ConfigError } from './errors.js';
+import { ArgumentError, ConfigError } from './errors.js';
 import type { LimitSpec } from './limit.js';
 
 /**
@@ -106,13 +106,18 @@ export interface CallerWait {
  */
 export interface GlobalStore {
   /**
-   * Applies one op atomically and replies for it. `wait` says whether the caller still waits for
+   * Applies one op atomically and replies for it. Rejects, never throws, with an `ArgumentError`
+   * for an op that is not an object, a key that is not a string, or `limits` that are not a
+   * non-empty array (`refusedOp`). `wait` says whether the caller still waits for
    * the reply: a store that queues ops may drop one its caller gave up on before it was sent, and
    * reject it with `StoreWithdrawnError`, since sent then it could only count its tokens after the
    * caller's failure policy decided the request (twice, under `local`).
    */
   apply(op: BucketOp, wait?: CallerWait): Promise<BucketReply>;
-  /** Forgets `key`'s buckets (and what is on lease from them): its next op finds them full. */
+  /**
+   * Forgets `key`'s buckets (and what is on lease from them): its next op finds them full. Rejects
+   * with an `ArgumentError` for a key or `limits` that `apply` would refuse.
+   */
   reset(key: string, limits: readonly LimitSpec[]): Promise<void>;
   /**
    * Records that `instance` is alive for `ttlMs` (on the store's clock) and resolves how many
@@ -149,4 +154,26 @@ export function assertStore(store: unknown): GlobalStore {
     throw new ConfigError('store', store, 'a GlobalStore (an object with apply and reset)');
   }
   return store as GlobalStore;
+}
+
+/**
+ * Why a store refuses `op` before it reaches a bucket, or `undefined`: not an object, a `key` that
+ * is not a string, or `limits` that are not a non-empty array. A store rejects with it, never
+ * throws: a store method is called on a request's path, where a synchronous throw escapes the
+ * caller's `.catch` (on a Cluster, empty `limits` threw a `TypeError` so; on one server a take on
+ * no limit was admitted). The limits themselves are `defineLimit`'s, checked by the limiters.
+ */
+export function refusedOp(op: unknown): ArgumentError | undefined {
+  if (op === null || typeof op !== 'object') return new ArgumentError('op', op, 'a BucketOp object');
+  const { key, limits } = op as BucketOp;
+  return refusedKeyLimits(key, limits);
+}
+
+/** Why a store refuses `key` and `limits` (`refusedOp`), or `undefined`. */
+export function refusedKeyLimits(key: unknown, limits: unknown): ArgumentError | undefined {
+  if (typeof key !== 'string') return new ArgumentError('key', key, 'a string');
+  if (!Array.isArray(limits) || limits.length === 0) {
+    return new ArgumentError('limits', limits, 'a non-empty array of limits');
+  }
+  return undefined;
 }

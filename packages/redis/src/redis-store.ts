@@ -27,7 +27,7 @@ import { APPLY_SCRIPT } from './scripts.js';
 
 export type { RedisStoreOptions } from './redis-store-options.js';
 
-const { assertInteger, assertKnownOptions } = internal;
+const { assertInteger, assertKnownOptions, refusedKeyLimits, refusedOp } = internal;
 
 type Op = Pending<BucketOp, BucketReply> & Pick<EncodableOp, 'heartbeat' | 'reset'>;
 
@@ -129,9 +129,12 @@ export class RedisStore implements GlobalStore {
 
   /**
    * Applies one op atomically in `apply.lua`; ops submitted in the same tick to one master share
-   * a round trip.
+   * a round trip. Rejects with an `ArgumentError`, sending nothing, for an op on no limit or a key
+   * that is not a string.
    */
   apply(op: BucketOp, wait?: CallerWait): Promise<BucketReply> {
+    const refused = refusedOp(op);
+    if (refused !== undefined) return Promise.reject(refused);
     const keys = bucketKeys(this.#prefix, op.key, op.limits, this.#shards);
     const slot = this.#client.isCluster ? calculateSlot(keys[0]!) : 0;
     return new Promise<BucketReply>((resolve, reject) => {
@@ -192,6 +195,8 @@ export class RedisStore implements GlobalStore {
    * `consume` not yet sent) counts before the reset rather than after it.
    */
   reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
+    const refused = refusedKeyLimits(key, limits);
+    if (refused !== undefined) return Promise.reject(refused);
     const keys = bucketKeys(this.#prefix, key, limits, this.#shards);
     const slot = this.#client.isCluster ? calculateSlot(keys[0]!) : 0;
     return new Promise<void>((resolve, reject) => {

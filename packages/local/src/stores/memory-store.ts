@@ -15,7 +15,15 @@ import type { LRUCache } from 'lru-cache';
 import { DEFAULT_MEMORY_STORE_MAX_KEYS, MAX_MAX_KEYS } from '../defaults.js';
 import { lruTable } from '../table.js';
 
-const { assertClock, assertInteger, assertKnownOptions, resetSharedBucket, settleSharedBucket } = internal;
+const {
+  assertClock,
+  assertInteger,
+  assertKnownOptions,
+  refusedKeyLimits,
+  refusedOp,
+  resetSharedBucket,
+  settleSharedBucket,
+} = internal;
 
 /** Options of `MemoryStore`. */
 export interface MemoryStoreOptions {
@@ -78,8 +86,13 @@ export class MemoryStore implements GlobalStore {
     return this.#buckets.size;
   }
 
-  /** Applies one op to its buckets at once, on this store's clock, as `apply.lua` does. */
+  /**
+   * Applies one op to its buckets at once, on this store's clock, as `apply.lua` does. Rejects with
+   * an `ArgumentError` for an op on no limit or a key that is not a string.
+   */
   apply(op: BucketOp): Promise<BucketReply> {
+    const refused = refusedOp(op);
+    if (refused !== undefined) return Promise.reject(refused);
     // Shared buckets count whole µs (see SharedBucketState), as Redis's TIME does.
     const now = Math.round(this.#clock.now() * 1000);
     const limits = op.limits;
@@ -115,6 +128,8 @@ export class MemoryStore implements GlobalStore {
 
   /** Makes `key`'s buckets full, forgetting what is on lease (fenced: `resetSharedBucket`). */
   reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
+    const refused = refusedKeyLimits(key, limits);
+    if (refused !== undefined) return Promise.reject(refused);
     const now = Math.round(this.#clock.now() * 1000);
     for (const spec of limits) {
       const id = entryKey(key, spec);
