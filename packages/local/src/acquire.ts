@@ -74,7 +74,7 @@ export class KeyedQueue {
 
   /**
    * Makes `key`'s sleeping waiter try again now: its last denial's wait may say nothing any more
-   * (a reset or a reward made tokens, a block outlasts its bound).
+   * (a reset, a reward or a grant that landed late made tokens, a block outlasts its bound).
    */
   wake(key: string): void {
     this.#sleepers.get(key)?.();

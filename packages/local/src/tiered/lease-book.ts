@@ -34,6 +34,8 @@ export class LeaseBook {
   readonly #groupOf: ((key: string) => number) | undefined;
   /** Leases for up to `room` keys first seen since the last round (`ColdPath.promote`). */
   readonly #promote: (room: number) => readonly Lease[];
+  /** A grant landed on the lease of a key: its sleeping waiter, if any, is woken (`acquire`). */
+  readonly #granted: (key: string) => void;
   /** The pace of the rounds the timer starts: a slice a turn, the next as a late one ends. */
   readonly #rounds: RoundPacer;
   /** The timer waits `IDLE_BEAT_MS`, not a period: the sync holds no key and nothing is owed. */
@@ -50,6 +52,7 @@ export class LeaseBook {
     onFleet: (live: number) => void,
     groupOf: ((key: string) => number) | undefined,
     promote: (room: number) => readonly Lease[],
+    granted: (key: string) => void,
   ) {
     this.#refiller = refiller;
     this.#counters = counters;
@@ -60,6 +63,7 @@ export class LeaseBook {
     this.#onFleet = onFleet;
     this.#groupOf = groupOf;
     this.#promote = promote;
+    this.#granted = granted;
     this.#settlements = new Settlements(refiller, config.maxKeys, () => this.#wake());
     refiller.onReply((lease, leased, dry, stale) => this.#replied(lease, leased, dry, stale));
     this.#timer = new BookTimer<LeaseBook>(this, LeaseBook.#onTimer, clock, this.#periodMs());
@@ -228,6 +232,8 @@ export class LeaseBook {
       this.#wake();
     }
     if (dry) this.#denied(lease);
+    // A waiter that the policy decided (a try timed out) sleeps its wait beside a grant landed since.
+    if (leased > 0) this.#granted(lease.key);
   }
 
   /**

@@ -59,6 +59,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       limits: () => this.#limits,
       evicted: (lease) => this.#evicted(lease),
       fleet: (info) => this.emit('fleet', info),
+      granted: (key) => this.#waiters.wake(key),
     });
     this.#limits = limits;
     this.#maxCost = smallestCapacity(limits);
@@ -177,9 +178,9 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
 
   /**
    * Waits in line (FIFO per key, in this process) until `cost` tokens are there, for work that
-   * must stay under a quota rather than be dropped (`reset`, a landed `reward`, `block` and `setLimits`
-   * cut a denial's wait short). Gives up at `maxWaitMs` (default 10 s), when `signal` aborts, or when
-   * the limiter closes, and says which in the result; never rejects.
+   * must stay under a quota rather than be dropped (`reset`, a landed `reward` or lease grant, `block`
+   * and `setLimits` cut a denial's wait short). Gives up at `maxWaitMs` (default 10 s), when `signal`
+   * aborts, or when the limiter closes, and says which in the result; never rejects.
    */
   acquire(key: string, cost = 1, options: AcquireOptions = {}): Promise<AcquireResult> {
     this.#check(key);

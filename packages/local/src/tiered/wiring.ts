@@ -28,6 +28,8 @@ export interface TieredHooks {
   evicted(lease: Lease): void;
   /** The live fleet outgrew the declared one. */
   fleet(info: { instances: number; declared: number | undefined }): void;
+  /** A grant landed on `key`'s lease: a waiter sleeping on the key may take it now. */
+  granted(key: string): void;
 }
 
 /** A two-tier limiter's parts, wired one way: hot path → cold path → refiller → guard → store. */
@@ -91,6 +93,7 @@ export function wireTiered(
     onFleet,
     groupOf,
     (room) => cold.promote(room),
+    hooks.granted,
   );
   const leaseFor = (key: string): Lease => {
     let lease = leases.get(key);

@@ -1,0 +1,85 @@
+// Why this file exists: a waiter whose try timed out went to the failure policy, and under `closed`
+// slept out its `closedRetryAfterMs` (1 s) even when the refill it had sent landed a moment later
+// and left its grant on the key's lease: the tokens sat there while the waiter slept beside them.
+import { type BucketReply, defineLimit, type GlobalStore } from '@tiered-limiter/core';
+import { type AcquireResult, MemoryStore, TieredLimiter } from '@tiered-limiter/local';
+import { FakeClock } from '@tiered-limiter/test-harness';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+/** How late the store answers: past the limiter's timeout, well within the policy's retry. */
+const LATE_MS = 200;
+const TIMEOUT_MS = 50;
+
+let clock: FakeClock;
+const made: TieredLimiter[] = [];
+
+beforeEach(() => {
+  // setImmediate stays real: `settle` lets promise chains run on it.
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+  clock = new FakeClock(0);
+});
+
+afterEach(async () => {
+  const closing = Promise.all(made.splice(0).map((l) => l.close()));
+  await advance(1_000);
+  await closing;
+  vi.useRealTimers();
+});
+
+/** Moves the limiters' clock and the faked timers together, a millisecond at a time. */
+async function advance(ms: number): Promise<void> {
+  for (let i = 0; i < ms; i++) {
+    clock.advance(1);
+    await vi.advanceTimersByTimeAsync(1);
+  }
+  await settle();
+}
+
+/** A store that runs each op at once and answers it `LATE_MS` later, while `late.on`. */
+function lateStore(inner: MemoryStore, late: { on: boolean }): GlobalStore {
+  return {
+    apply(op) {
+      const reply = inner.apply(op);
+      if (!late.on) return reply;
+      return new Promise<BucketReply>((resolve) => setTimeout(() => resolve(reply), LATE_MS));
+    },
+    reset: (key, limits) => inner.reset(key, limits),
+  };
+}
+
+describe.each([
+  // A period of 556 ms: the grant, good from its send for about a period, still lives when it lands.
+  ['with the periodic sync', { sync: { fleetCallsPerSecond: 2 } }],
+  ['without it', { sync: false as const }],
+])('a waiting acquire() %s, its try timed out under `closed`', (_, sync) => {
+  it('takes the grant its refill landed on the lease once it lands, not a closedRetryAfterMs later', async () => {
+    const late = { on: true };
+    const limiter = new TieredLimiter({
+      store: lateStore(new MemoryStore({ clock }), late),
+      clock,
+      limits: defineLimit({ capacity: 10, refillPerSecond: 10 }),
+      failurePolicy: 'closed',
+      timeoutMs: TIMEOUT_MS,
+      // A lease from the first request: its refill is a grant, not a take for that request alone.
+      lease: { minBatch: 5 },
+      ...sync,
+    });
+    made.push(limiter);
+    const box: { result?: AcquireResult; atMs?: number } = {};
+    void limiter.acquire('k', 1, { maxWaitMs: 5_000 }).then((result) => {
+      box.result = result;
+      box.atMs = clock.now();
+    });
+    // The try times out and the policy denies it, for 1 s.
+    await advance(TIMEOUT_MS + 10);
+    expect(box.result).toBeUndefined();
+    expect(limiter.stats().decisions.fallback).toBe(1);
+    late.on = false;
+    await advance(LATE_MS);
+    // Before: acquired at 1,050 ms, by a new call (the grant had expired beside it).
+    expect(box.result).toMatchObject({ acquired: true, reason: 'acquired' });
+    expect(box.atMs).toBeLessThanOrEqual(LATE_MS + 10);
+    expect(box.result!.decision?.tier).toBe('lease');
+  });
+});
