@@ -124,4 +124,24 @@ describe('management calls on a real Redis', () => {
       expect(await request.consume('k')).toMatchObject({ allowed: true, tier: 'global' });
     }
   });
+
+  it('TieredLimiter keeps no denial asked for before a reward that landed, with the sync or not', async () => {
+    // As above: the request's refill and the reward leave in one coalesced call, the refill first,
+    // and the bucket turns it away before the reward lands. Kept, its denial turned the key away
+    // here for 1,000 s with the rewarded token in Redis (packages/local/test/tiered-denial-race).
+    for (const sync of [{}, { sync: false as const }]) {
+      const redis = await store();
+      const tiered = new TieredLimiter({ ...common, store: redis, limits: FIVE, ...sync });
+      open.push(tiered);
+      expect(await admitted(tiered, 'k', 1)).toBe(1);
+      // Another instance spends the rest: this one holds no denial (with the sync, a lease that
+      // emptied the bucket here would wait for the next sync, asking nothing).
+      expect(await redis.apply({ key: 'k', limits: tiered.limits, take: 4 })).toMatchObject({ ok: true });
+      const pending = tiered.consume('k');
+      const done = tiered.reward('k', 1);
+      expect(await pending).toMatchObject({ allowed: false, tier: 'global' });
+      expect(await done).toBe(true);
+      expect(await admitted(tiered, 'k', 2)).toBe(1);
+    }
+  });
 });

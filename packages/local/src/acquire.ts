@@ -46,7 +46,10 @@ export interface AcquireResult {
  */
 export class KeyedQueue {
   readonly #tails = new Map<string, Promise<void>>();
-  /** How to wake each key's waiter in turn while it sleeps out a denial's wait (one a key at most). */
+  /**
+   * How to wake each key's waiter in turn, asleep on a denial's wait or with a try out (one a key
+   * at most).
+   */
   readonly #sleepers = new Map<string, () => void>();
 
   /** Runs `task` when every earlier task of `key` has finished. */
@@ -64,7 +67,10 @@ export class KeyedQueue {
     return result;
   }
 
-  /** Marks `wake` as what ends the sleep of `key`'s waiter in turn; returns its removal. */
+  /**
+   * Marks `wake` as how `key`'s waiter in turn is woken, for its whole turn: it ends a sleep, or
+   * tells a try still out that its denial may say nothing any more. Returns its removal.
+   */
   sleeping(key: string, wake: () => void): () => void {
     this.#sleepers.set(key, wake);
     return () => {
@@ -165,26 +171,47 @@ export function acquireInLine(
   const inTurn = queue.run(key, async (): Promise<AcquireResult | undefined> => {
     if (turn === 'left') return undefined;
     turn = 'started';
+    // Woken while a try was out: a reset, reward, block or setLimits landed after the try was
+    // asked for, and its denial may be the store's answer from before (the limiter keeps no such
+    // denial). Slept on, the wake had come and gone: 5 s at a token per 5 s, the token there.
+    let woken = false;
+    let endSleep: (() => void) | undefined;
+    const stopWaking = queue.sleeping(key, () => {
+      woken = true;
+      endSleep?.();
+    });
+    const onWake = (wake: () => void) => {
+      endSleep = wake;
+      return () => {
+        endSleep = undefined;
+      };
+    };
     let last: Decision | undefined;
-    for (;;) {
-      if (closing.aborted) return result('closed', last);
-      if (signal?.aborted) return result('aborted', last);
-      try {
-        last = await attempt();
-      } catch (error) {
-        if (error instanceof ClosedError) return result('closed', last);
-        // `setLimits` lowered the capacity below the cost while it waited: no wait can admit it
-        // now, so it gives up as one whose next chance lies past `maxWaitMs` (never a rejection).
-        if (error instanceof CostExceedsCapacityError) return result('timeout', last);
-        throw error;
+    try {
+      for (;;) {
+        if (closing.aborted) return result('closed', last);
+        if (signal?.aborted) return result('aborted', last);
+        woken = false;
+        try {
+          last = await attempt();
+        } catch (error) {
+          if (error instanceof ClosedError) return result('closed', last);
+          // `setLimits` lowered the capacity below the cost while it waited: no wait can admit it
+          // now, so it gives up as one whose next chance lies past `maxWaitMs` (never a rejection).
+          if (error instanceof CostExceedsCapacityError) return result('timeout', last);
+          throw error;
+        }
+        if (last.allowed) return result('acquired', last);
+        // Closed or aborted while the try was out: that is why the wait ends (the loop's top says
+        // which), not the try's wait past the bound (`timeout` let a caller retry on a closed
+        // limiter). Woken while it was out: its wait may be stale, so it tries again.
+        if (closing.aborted || signal?.aborted || woken) continue;
+        const left = start + maxWaitMs - clock.now();
+        if (last.retryAfterMs > left) return result('timeout', last);
+        await sleep(last.retryAfterMs, signal, closing, onWake);
       }
-      if (last.allowed) return result('acquired', last);
-      // Closed or aborted while the try was out: that is why the wait ends (the loop's top says
-      // which), not the try's wait past the bound (`timeout` let a caller retry on a closed limiter).
-      if (closing.aborted || signal?.aborted) continue;
-      const left = start + maxWaitMs - clock.now();
-      if (last.retryAfterMs > left) return result('timeout', last);
-      await sleep(last.retryAfterMs, signal, closing, (wake) => queue.sleeping(key, wake));
+    } finally {
+      stopWaking();
     }
   });
   return new Promise<AcquireResult>((resolve, reject) => {

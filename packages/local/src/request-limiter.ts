@@ -277,9 +277,9 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
 
   /**
    * A reward or penalty of `key`: a denial remembered for it no longer says its wait (a reward may
-   * have given it a token; after a penalty it said 500 ms where the store says 1,500), so it is forgotten,
-   * as the two-tier limiter's is by the op's reply, unless the op fails: then nothing changed, and
-   * without it the next request went to the failing store for its policy to decide.
+   * have given it a token; after a penalty it said 500 ms where the store says 1,500), so it is
+   * forgotten, as the two-tier limiter's is at the call, unless the op fails: then nothing
+   * changed, and without it the next request went to the failing store for its policy to decide.
    */
   #adjust(key: string, op: BucketOp): Promise<boolean> {
     const denials = this.#denials;

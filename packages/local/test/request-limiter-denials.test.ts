@@ -1,47 +1,8 @@
-import {
-  type BucketOp,
-  type BucketReply,
-  defineLimit,
-  type GlobalStore,
-  type LimitSpec,
-  perSecond,
-} from '@tiered-limiter/core';
+import { defineLimit, type LimitSpec, perSecond } from '@tiered-limiter/core';
 import { MemoryStore, RequestLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import { describe, expect, it } from 'vitest';
-
-/**
- * `MemoryStore` whose replies reach the limiter `lagMs` of fake time after the store decided, or
- * (`hold`) only when the test `release`s them: a round trip, or an event loop busy elsewhere.
- */
-class LateReplies implements GlobalStore {
-  lagMs = 0;
-  hold = false;
-  readonly #inner: MemoryStore;
-  readonly #clock: FakeClock;
-  readonly #held: (() => void)[] = [];
-
-  constructor(clock: FakeClock) {
-    this.#clock = clock;
-    this.#inner = new MemoryStore({ clock });
-  }
-
-  async apply(op: BucketOp): Promise<BucketReply> {
-    const reply = await this.#inner.apply(op);
-    if (this.hold) await new Promise<void>((resolve) => this.#held.push(resolve));
-    this.#clock.advance(this.lagMs);
-    return reply;
-  }
-
-  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
-    return this.#inner.reset(key, limits);
-  }
-
-  release(): void {
-    this.hold = false;
-    for (const resolve of this.#held.splice(0)) resolve();
-  }
-}
+import { LateReplies } from './late-replies.js';
 
 function setup(limits: LimitSpec) {
   const clock = new FakeClock(1_000);

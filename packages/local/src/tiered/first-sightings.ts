@@ -96,6 +96,16 @@ export class FirstSightings {
     return nowMs - seenAtMs < 2 * this.#windowMs() ? seenAtMs : undefined;
   }
 
+  /**
+   * Forgets `key`'s mark (`reset`): a first hit's take still out then, turned away by the bucket
+   * before the reset landed, would otherwise make the key's lease at its reply, and with it the
+   * denial, with a full bucket in the store.
+   */
+  forget(key: string): void {
+    this.#current.delete(key);
+    this.#previous.delete(key);
+  }
+
   /** Forgets every mark (`close()`). */
   clear(): void {
     this.#current = new Map();

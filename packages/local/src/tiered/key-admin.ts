@@ -13,6 +13,7 @@ import { decisionOf, type GuardedStore } from '../guard/guarded-store.js';
 import { assertTokens } from '../management.js';
 import { drainLease, type Lease } from './lease.js';
 import type { LeaseBook } from './lease-book.js';
+import type { SettleOptions } from './lease-op.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
 import type { TieredCounters } from './stats.js';
@@ -120,28 +121,39 @@ export class KeyAdmin {
    */
   reward(key: string, tokens: number): Promise<boolean> {
     const credit = assertTokens(tokens);
-    const lease = this.#parts.leaseFor(key);
-    const deniedUntilMs = lease.deniedUntilMs;
-    lease.deniedUntilMs = lease.blockedUntilMs;
-    return this.#parts.refiller.settler.settle(lease, { credit }).then((landed) => {
-      // A reward that failed gave no token: the denial stays, or the next request would go to the
-      // failing store and its policy would decide (`open` admitted one from an empty bucket).
-      if (!landed && deniedUntilMs > lease.deniedUntilMs) lease.deniedUntilMs = deniedUntilMs;
-      return landed;
-    });
+    return this.#adjust(this.#parts.leaseFor(key), { credit });
   }
 
   /**
    * Takes `tokens` from the global buckets of `key` regardless (at most a capacity into debt).
    * What this instance holds on lease goes back in the same op, ahead of the debit: a penalty that
    * puts the bucket in debt then denies here at once, as on every other tier, rather than after
-   * the lease is spent (17 more admitted from a lease of 20).
+   * the lease is spent (17 more admitted from a lease of 20). A denial this instance remembers
+   * for the key is forgotten, unless the penalty fails: its wait is longer now (it said 500 ms
+   * where the store says 1,500).
    */
   penalty(key: string, tokens: number): Promise<boolean> {
     const debit = assertTokens(tokens);
     const lease = this.#parts.leaseFor(key);
     drainLease(lease);
-    return this.#parts.refiller.settler.settle(lease, { debit });
+    return this.#adjust(lease, { debit });
+  }
+
+  /**
+   * A reward or penalty of `lease`'s key: its remembered denial no longer says its wait, so it is
+   * forgotten, and so is the denial of any reply to a call asked for before this one (the store
+   * may have decided it first: kept, it turned the key away for 980 ms with a token in the
+   * bucket). If the op fails, nothing changed and the denial stays, or the next request would go
+   * to the failing store and its policy would decide (`open` admitted one from an empty bucket).
+   */
+  #adjust(lease: Lease, adjustment: SettleOptions): Promise<boolean> {
+    const deniedUntilMs = lease.deniedUntilMs;
+    lease.deniedUntilMs = lease.blockedUntilMs;
+    lease.forgotAsk = this.#parts.refiller.asks;
+    return this.#parts.refiller.settler.settle(lease, adjustment).then((landed) => {
+      if (!landed && deniedUntilMs > lease.deniedUntilMs) lease.deniedUntilMs = deniedUntilMs;
+      return landed;
+    });
   }
 
   /** Denies `key` here for `ms` with no round trip; its leased tokens go back to the store. */

@@ -62,6 +62,11 @@ export class Lease {
   lowWater = 0;
   /** Until then, deny here with no round trip (a global denial, or a `block`). */
   deniedUntilMs = 0;
+  /**
+   * `Refiller.asks` when `reward` or `penalty` last forgot the denial: a reply to an op asked for
+   * by then may have been decided before the call landed, and its denial is not kept.
+   */
+  forgotAsk = 0;
   /** Until then the key is blocked (`block`): grants that land meanwhile go straight back. */
   blockedUntilMs = 0;
   /** The refill in flight, shared by every request that finds the lease short. */
@@ -101,7 +106,10 @@ export class Lease {
   claimedAtMs = Number.NEGATIVE_INFINITY;
   /** The global bucket's remaining tokens, as of `replyAtMs`. */
   globalRemaining: number;
-  /** When the last reply arrived. */
+  /**
+   * When the last reply's op was sent: the store decided then or later, so the refill counted
+   * from here is never short, and a wait counted from here ends no later than the store's.
+   */
   replyAtMs: number;
   /** The last reply's `resetMs`. */
   resetMs = 0;

@@ -37,6 +37,8 @@ export class Refiller {
   readonly #landing = new Set<Promise<unknown>>();
   /** Syncs made since the last `sendSyncs()`. */
   readonly #syncs = new SyncBatch();
+  /** Store calls that ask for tokens, numbered as they are asked for (`asks`). */
+  #asks = 0;
   /** How big a lease request is; the sync reads its policy and sizes it for the fleet. */
   readonly batching: BatchSizer;
   /** Hand-backs, rewards and penalties: what a lease owes, sent with nothing asked in return. */
@@ -70,6 +72,15 @@ export class Refiller {
   }
 
   /**
+   * Calls that ask for tokens so far (a refill, a first hit's take, a round of syncs), each
+   * numbered as it is asked for: it enters the guard and the queue then, so one asked for later
+   * reaches the store after it. `Lease.forgotAsk` holds it at a `reward` or `penalty`.
+   */
+  get asks(): number {
+    return this.#asks;
+  }
+
+  /**
    * The store call in flight for `lease`, or a new one for at least `min` tokens: a lease sized
    * by demand, or, for a request `waiting` on a key whose demand would not fill a batch of two, a
    * plain take of its one token (a sparse key costs one key-op and keeps no lease; `lease.taken`
@@ -97,6 +108,7 @@ export class Refiller {
     cost: number,
     leaseOnDenial: () => Lease | undefined,
   ): Promise<GuardResult<BucketReply>> {
+    const ask = ++this.#asks;
     return this.#store.guard.run((wait) =>
       this.#queue(() => {
         if (wait.gaveUp) return withdrawn();
@@ -106,7 +118,7 @@ export class Refiller {
         return this.#store.store.apply(op, wait).then((reply) => {
           const lease = reply.ok ? undefined : leaseOnDenial();
           if (lease !== undefined) {
-            this.#apply(lease, op, reply, sentAt);
+            this.#apply(lease, op, reply, ask, sentAt);
           } else {
             this.#counters.latency(this.#clock.now() - sentAt);
             this.#counters.tokensTaken += reply.granted;
@@ -136,7 +148,8 @@ export class Refiller {
   sendSyncs(): Promise<unknown> | undefined {
     const syncs = this.#syncs.take();
     if (syncs.length === 0) return undefined;
-    const attempt = this.#store.guard.run(() => this.#queued(() => this.#sendEach(syncs)));
+    const asked = ++this.#asks;
+    const attempt = this.#store.guard.run(() => this.#queued(() => this.#sendEach(syncs, asked)));
     // A refusal, a timeout or a failed call: what had not answered learns it from the guard.
     return attempt.then((result) => {
       if (!result.ok) for (const sync of syncs) finish(sync, result);
@@ -148,7 +161,7 @@ export class Refiller {
    * reaction per op. A promise from `#exchange`, another to end the call and an `allSettled`
    * entry each were about 1 KB of an op's garbage.
    */
-  #sendEach(syncs: readonly PendingSync[]): Promise<void> {
+  #sendEach(syncs: readonly PendingSync[], asked: number): Promise<void> {
     const sentAt = this.#clock.now();
     const answers = new Answers(syncs.length);
     for (let i = 0; i < syncs.length; i++) {
@@ -160,7 +173,7 @@ export class Refiller {
       this.#store.store.apply(op).then(
         (reply) => {
           try {
-            this.#apply(lease, op, reply, sentAt, lifeMs);
+            this.#apply(lease, op, reply, asked, sentAt, lifeMs);
           } catch (error) {
             answers.failed(i, error);
             return;
@@ -186,11 +199,12 @@ export class Refiller {
   }
 
   #call(lease: Lease, ask: (sentAt: number) => Ask): Promise<GuardResult<BucketReply>> {
+    const asked = ++this.#asks;
     const call = this.#store.guard.run((wait) =>
       this.#queued(() => {
         if (wait.gaveUp) return withdrawn();
         const sentAt = this.#clock.now();
-        return this.#exchange(lease, ask(sentAt), false, sentAt, wait);
+        return this.#exchange(lease, ask(sentAt), false, asked, sentAt, wait);
       }),
     );
     lease.refill = call;
@@ -201,13 +215,14 @@ export class Refiller {
   }
 
   /**
-   * Sends `lease`'s op (what it owes, and `ask`) sent at `sentAt`, and applies the reply to the
-   * lease; what a failed op carried is counted unreported, never resent.
+   * Sends `lease`'s op (what it owes, and `ask`), call number `asked` sent at `sentAt`, and
+   * applies the reply to the lease; what a failed op carried is counted unreported, never resent.
    */
   #exchange(
     lease: Lease,
     ask: Ask,
     background: boolean,
+    asked: number,
     sentAt: number,
     wait?: CallerWait,
   ): Promise<BucketReply> {
@@ -216,7 +231,7 @@ export class Refiller {
     const op = this.#sending(lease, ask, background);
     return this.#store.store.apply(op, wait).then(
       (reply) => {
-        this.#apply(lease, op, reply, sentAt, lifeMs);
+        this.#apply(lease, op, reply, asked, sentAt, lifeMs);
         return reply;
       },
       (error: unknown) => {
@@ -252,7 +267,7 @@ export class Refiller {
     return leaseOp(lease, ask, background, limits, this.#config.timing, credit, debit);
   }
 
-  #apply(lease: Lease, op: BucketOp, reply: BucketReply, sentAt: number, lifeMs?: number): void {
+  #apply(lease: Lease, op: BucketOp, reply: BucketReply, ask: number, sentAt: number, lifeMs?: number): void {
     // A reply is a moment the main thread runs anyway: bring the shared clock up to date too.
     touchSharedClock();
     const stale = op.limits === this.#limits() ? undefined : carrierOf(lease, op.limits);
@@ -260,6 +275,7 @@ export class Refiller {
       lease,
       op,
       reply,
+      ask,
       sentAt,
       this.#clock.now(),
       this.#counters,

@@ -11,15 +11,16 @@ export interface ReplyEffect {
 }
 
 /**
- * Applies the store's `reply` to `op` (sent at `sentAt`) to `lease` at `nowMs`: the grant (good
- * here for `lifeMs` from `sentAt`) or the take's token, what the bucket has left, and a denial to
- * remember; counts it in `counters`. The grant goes to `grantTo` (a carrier, for a reply to limits
- * replaced since the op left).
+ * Applies the store's `reply` to `op` (asked for as number `ask` of `Refiller.asks`, sent at
+ * `sentAt`) to `lease` at `nowMs`: the grant (good here for `lifeMs` from `sentAt`) or the take's
+ * token, what the bucket has left, and a denial to remember; counts it in `counters`. The grant
+ * goes to `grantTo` (a carrier, for a reply to limits replaced since the op left).
  */
 export function applyReply(
   lease: Lease,
   op: BucketOp,
   reply: BucketReply,
+  ask: number,
   sentAt: number,
   nowMs: number,
   counters: TieredCounters,
@@ -44,21 +45,28 @@ export function applyReply(
     lease.lowWater = config.sync === undefined ? Math.ceil(leased * config.lowWater) : -1;
   }
   lease.globalRemaining = reply.remaining;
-  lease.replyAtMs = nowMs;
+  // As of the send, not the read: a round trip or a stalled event loop between them would lengthen
+  // a remembered denial's wait past the store's.
+  lease.replyAtMs = sentAt;
   lease.resetMs = reply.resetMs;
   lease.limit = op.limits[reply.limitIndex] ?? lease.limit;
   // A denial is remembered only when no whole token is left, and only for one token: the wait
   // is for what was asked, and a cost of 2 turned away kept a cost of 1 waiting for the second
   // token (500 ms at 2/s) where the bucket could pay it sooner. A cost above what is left must not
-  // turn away a smaller one the bucket still has either.
+  // turn away a smaller one the bucket still has either. Nor is one kept, nor is the key dry, when
+  // the op was asked for before a `reward` or `penalty` of the key: the store may have decided it
+  // before the call landed (kept, it turned the key away here for 980 ms with a token in the
+  // bucket). Its wait counts from the send: counted from the read, a stalled loop lengthened it
+  // past the store's.
+  const current = ask > lease.forgotAsk;
   const asked = op.reserve !== undefined || op.take !== undefined;
-  const turnedAway = asked && !reply.ok && reply.remaining === 0;
+  const turnedAway = current && asked && !reply.ok && reply.remaining === 0;
   const need = op.take ?? op.reserve?.min ?? 1;
-  const deniedUntil = turnedAway && need === 1 ? nowMs + Math.max(1, reply.retryAfterMs) : 0;
+  const deniedUntil = turnedAway && need === 1 ? sentAt + Math.max(1, reply.retryAfterMs) : 0;
   lease.deniedUntilMs = deniedUntil > lease.blockedUntilMs ? deniedUntil : lease.blockedUntilMs;
   // A grant that left the bucket with nothing: at the key's limit, once it is spent the key is
   // as good as turned away (the lease book judges whether the key is at its limit).
-  return { leased, dry: turnedAway || (leased > 0 && reply.remaining === 0) };
+  return { leased, dry: turnedAway || (current && leased > 0 && reply.remaining === 0) };
 }
 
 /** Tokens `op` hands back to the store. */

@@ -210,6 +210,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
    */
   reset(key: string): Promise<boolean> {
     this.#check(key);
+    this.#parts.sightings.forget(key);
     return this.#waiters.wakeOn(key, this.#parts.admin.reset(key));
   }
 
@@ -221,9 +222,10 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
 
   /**
    * Takes `tokens` from `key`'s global buckets regardless (at most a capacity into debt); this
-   * instance's leased tokens of the key go back with it. Resolves `true` once done, `false`
-   * when the store failed or did not answer in time: an op still queued then was never sent, one
-   * already on its way may have run.
+   * instance's leased tokens of the key go back with it, and a remembered denial is lifted (its
+   * wait is longer now) unless it resolves `false`. Resolves `true` once done, `false` when the
+   * store failed or did not answer in time: an op still queued then was never sent, one already on
+   * its way may have run.
    */
   penalty(key: string, tokens: number): Promise<boolean> {
     this.#check(key);

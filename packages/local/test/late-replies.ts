@@ -1,0 +1,38 @@
+import type { BucketOp, BucketReply, GlobalStore, LimitSpec } from '@tiered-limiter/core';
+import { MemoryStore } from '@tiered-limiter/local';
+import type { FakeClock } from '@tiered-limiter/test-harness';
+
+/**
+ * `MemoryStore` whose replies reach the limiter `lagMs` of fake time after the store decided, or
+ * (`hold`) only when the test `release`s them: a round trip, or an event loop busy elsewhere. An
+ * op held has run already: a call made meanwhile lands after it.
+ */
+export class LateReplies implements GlobalStore {
+  lagMs = 0;
+  hold = false;
+  /** The store behind, for a test to spend from as another instance would. */
+  readonly inner: MemoryStore;
+  readonly #clock: FakeClock;
+  readonly #held: (() => void)[] = [];
+
+  constructor(clock: FakeClock) {
+    this.#clock = clock;
+    this.inner = new MemoryStore({ clock });
+  }
+
+  async apply(op: BucketOp): Promise<BucketReply> {
+    const reply = await this.inner.apply(op);
+    if (this.hold) await new Promise<void>((resolve) => this.#held.push(resolve));
+    this.#clock.advance(this.lagMs);
+    return reply;
+  }
+
+  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
+    return this.inner.reset(key, limits);
+  }
+
+  release(): void {
+    this.hold = false;
+    for (const resolve of this.#held.splice(0)) resolve();
+  }
+}
