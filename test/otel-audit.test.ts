@@ -5,8 +5,15 @@
 
 import type { Meter } from '@opentelemetry/api';
 import type { DataPoint, MetricData } from '@opentelemetry/sdk-metrics';
-import { ConfigError, defineLimit } from '@tiered-limiter/core';
-import { MemoryStore, TieredLimiter } from '@tiered-limiter/local';
+import {
+  ArgumentError,
+  type BucketOp,
+  type CallerWait,
+  ConfigError,
+  defineLimit,
+  type GlobalStore,
+} from '@tiered-limiter/core';
+import { MemoryStore, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
 import { ATTRIBUTES, instrumentStore, METRICS, observeLimiter } from '@tiered-limiter/otel';
 import { describe, expect, it } from 'vitest';
 import { sdk } from './otel-sdk.js';
@@ -147,6 +154,50 @@ describe('the fleet gauge', () => {
     expect(gauge?.dataPoints ?? []).toEqual([]);
     observation.stop();
     await limiter.close();
+    await otel.shutdown();
+  });
+});
+
+describe('instrumentStore hands the store what the limiter gives it', () => {
+  /** A MemoryStore that notes the `wait` each `apply` is given. */
+  function noting(): { store: GlobalStore; waits: (CallerWait | undefined)[] } {
+    const inner = new MemoryStore();
+    const waits: (CallerWait | undefined)[] = [];
+    const store: GlobalStore = {
+      apply: (op, wait) => {
+        waits.push(wait);
+        return inner.apply(op);
+      },
+      reset: (key, limits) => inner.reset(key, limits),
+    };
+    return { store, waits };
+  }
+
+  it("passes the caller's wait on: a queueing store can then drop an op whose caller gave up", async () => {
+    const otel = sdk('tiered-limiter-wait');
+    const { store, waits } = noting();
+    const wrapped = instrumentStore(store, otel.meter);
+    const wait: CallerWait = { gaveUp: true };
+    await wrapped.apply({ key: 'k', limits: [LIMIT], take: 1 }, wait);
+    expect(waits).toEqual([wait]);
+    expect(waits[0]).toBe(wait);
+    // Through a limiter too: its guard's wait reaches the store.
+    const limiter = new RequestLimiter({ store: wrapped, limits: LIMIT, failurePolicy: 'closed' });
+    await limiter.consume('k');
+    expect(waits[1]).toMatchObject({ gaveUp: false });
+    await limiter.close();
+    await otel.shutdown();
+  });
+
+  it('rejects an op it cannot read, as the store would, and never throws', async () => {
+    const otel = sdk('tiered-limiter-bad-op');
+    const wrapped = instrumentStore(new MemoryStore(), otel.meter);
+    let result: Promise<unknown> | undefined;
+    expect(() => {
+      result = wrapped.apply(null as unknown as BucketOp);
+    }).not.toThrow();
+    await expect(result).rejects.toBeInstanceOf(ArgumentError);
+    await expect(result).rejects.toMatchObject({ code: 'ERR_TL_ARGUMENT', argument: 'op' });
     await otel.shutdown();
   });
 });

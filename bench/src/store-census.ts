@@ -1,4 +1,4 @@
-import type { BucketOp, BucketReply, GlobalStore, LimitSpec } from '@tiered-limiter/core';
+import type { BucketOp, BucketReply, CallerWait, GlobalStore, LimitSpec } from '@tiered-limiter/core';
 
 /** Where a store op came from, as far as the store can tell. */
 export type OpOrigin = 'sync' | 'outOfBand' | 'refund';
@@ -55,13 +55,14 @@ export class CensusStore implements GlobalStore {
     return this.#inner.heartbeat !== undefined;
   }
 
-  apply(op: BucketOp): Promise<BucketReply> {
+  /** Counts `op` and forwards it with the caller's `wait`, so a queued op its caller gave up on is dropped as without the census. */
+  apply(op: BucketOp, wait?: CallerWait): Promise<BucketReply> {
     if (this.#inSync) {
       this.#sync++;
       this.#syncKeys += op.limits.length;
     } else if (op.take !== undefined || op.reserve !== undefined) this.#outOfBand++;
     else this.#refund++;
-    return this.#inner.apply(op);
+    return this.#inner.apply(op, wait);
   }
 
   reset(key: string, limits: readonly LimitSpec[]): Promise<void> {

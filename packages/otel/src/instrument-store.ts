@@ -2,6 +2,7 @@ import type { Attributes, Meter } from '@opentelemetry/api';
 import {
   type BucketOp,
   type BucketReply,
+  type CallerWait,
   type GlobalStore,
   internal,
   type LimitSpec,
@@ -20,11 +21,15 @@ export interface InstrumentStoreOptions {
   attributes?: Attributes;
 }
 
-/** The operation a `BucketOp` is, for the `tiered_limiter.store.operation` attribute. */
+/**
+ * The operation a `BucketOp` is, for the `tiered_limiter.store.operation` attribute. An op that is
+ * no object reads as `peek`: the store refuses it, and its data point says so in `error.type`.
+ */
 export function operationOf(op: BucketOp): 'reserve' | 'take' | 'settle' | 'peek' {
-  if (op.reserve !== undefined) return 'reserve';
-  if (op.take !== undefined && op.take > 0) return 'take';
-  if ((op.reports?.length ?? 0) > 0 || (op.credit ?? 0) > 0 || (op.debit ?? 0) > 0) return 'settle';
+  const read = op as Partial<BucketOp> | null | undefined;
+  if (read?.reserve !== undefined) return 'reserve';
+  if (read?.take !== undefined && read.take > 0) return 'take';
+  if ((read?.reports?.length ?? 0) > 0 || (read?.credit ?? 0) > 0 || (read?.debit ?? 0) > 0) return 'settle';
   return 'peek';
 }
 
@@ -63,7 +68,14 @@ export function instrumentStore(
   const timed = <T>(operation: string, call: () => Promise<T>): Promise<T> => {
     const start = performance.now();
     const seconds = () => (performance.now() - start) / 1000;
-    return call().then(
+    // A store throws into no one's path through the wrapper: a request's `.catch` would miss it.
+    let pending: Promise<T>;
+    try {
+      pending = call();
+    } catch (error) {
+      pending = Promise.reject(error);
+    }
+    return pending.then(
       (value) => {
         duration.record(seconds(), { ...base, [ATTRIBUTES.operation]: operation });
         return value;
@@ -80,7 +92,10 @@ export function instrumentStore(
     );
   };
   const wrapped: { -readonly [K in keyof GlobalStore]: GlobalStore[K] } = {
-    apply: (op: BucketOp): Promise<BucketReply> => timed(operationOf(op), () => store.apply(op)),
+    // The caller's wait goes on: without it a queueing store (`RedisStore`) sent an op whose caller
+    // had given up, to count its tokens after the failure policy had decided the request.
+    apply: (op: BucketOp, wait?: CallerWait): Promise<BucketReply> =>
+      timed(operationOf(op), () => store.apply(op, wait)),
     reset: (key: string, limits: readonly LimitSpec[]): Promise<void> =>
       timed('reset', () => store.reset(key, limits)),
   };
