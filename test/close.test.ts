@@ -1,5 +1,6 @@
-import { defineLimit } from '@tiered-limiter/core';
-import { TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
+import { once } from 'node:events';
+import { defineLimit, type StoreError } from '@tiered-limiter/core';
+import { RequestLimiter, TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
 import { RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
 import { stopwatch, uniquePrefix, whenReady } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
@@ -183,6 +184,124 @@ describe.each(MODES)('close() hands leased tokens back ($name)', ({ options }) =
     const clock = stopwatch();
     await limiter.close();
     expect(clock()).toBeLessThan(300 + 200);
+  });
+});
+
+// A request whose refill was out when close() began: the refill's grant lands on a lease close()
+// has handed back, and goes back too. The request then looked for its tokens on a fresh lease
+// and leased a batch in a closed limiter, which nothing would hand back: 199 of 200 lost.
+describe.each([
+  { name: 'periodic sync', options: { sync: { fleetCallsPerSecond: 20 }, lease: { minBatch: 200 } } },
+  { name: 'leases on demand', options: { sync: false, lease: { minBatch: 200 } } },
+] as const)('close() with a refill in flight ($name)', ({ options }) => {
+  it('the request is decided by a take: nothing is leased after close(), nothing is lost', async () => {
+    // A timeout the pause stays within: the request waits for its refill rather than its policy.
+    const { limiter, inRedis } = await setup({ ...options, timeoutMs: 1000 });
+    await pause(200);
+    const inFlight = limiter.consume('k');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await limiter.close();
+    const decision = await inFlight;
+    expect(decision).toMatchObject({ allowed: true, tier: 'global' });
+    expect(limiter.stats()).toMatchObject({ keys: 0, tokensHeld: 0 });
+    expect(await inRedis()).toBe(1000 - 1);
+  });
+});
+
+// The README's shutdown closes the limiters, then the Redis client (`redis.disconnect()`). close()
+// resolved with store calls still out (a RequestLimiter's at once; a TieredLimiter's first-hit
+// takes, management calls and optimistic charges were not waited for), and the disconnect failed
+// them: requests decided by policy, rewards lost, a `failure` each. (With the periodic sync, the
+// leave close() waits for rides behind them on the connection, which hid it.)
+describe('close() and the store calls made before it', () => {
+  /** The optimistic case's limit: credit is given once a spacing of 100 ms (the lease's life) is over. */
+  const FAST = defineLimit({ capacity: 1000, refillPerSecond: 1000, name: 'fast' });
+
+  /** A limiter of `kind` on a client of its own, and the `failure`s it reports. */
+  async function limiterOf(kind: 'RequestLimiter' | 'TieredLimiter' | 'optimistic') {
+    const redis = server.client({ ...recommendedRedisOptions });
+    clients.push(redis);
+    await whenReady(redis);
+    const store = new RedisStore({ redis, prefix: uniquePrefix('close-calls') });
+    // A timeout the pause stays within: each call waits for Redis, not for its policy.
+    const common = { store, limits: LIMIT, failurePolicy: 'closed' as const, timeoutMs: 1000 };
+    const limiter =
+      kind === 'RequestLimiter'
+        ? new RequestLimiter(common)
+        : kind === 'TieredLimiter'
+          ? new TieredLimiter({ ...common, sync: false })
+          : new TieredLimiter({
+              ...common,
+              limits: FAST,
+              failurePolicy: 'open',
+              instances: 1,
+              sync: false,
+              lease: { ttlMs: 100 },
+              coldStart: { mode: 'optimistic', spacingMs: 100 },
+            });
+    const failures: StoreError[] = [];
+    limiter.on('failure', (error) => failures.push(error));
+    return { redis, limiter, failures };
+  }
+
+  /** Pauses Redis, runs `calls`, lets them leave, then closes the limiter and, at once, its client. */
+  async function closeWithCallsOut<T>(
+    { redis, limiter }: Awaited<ReturnType<typeof limiterOf>>,
+    calls: () => Promise<T>[],
+  ): Promise<T[]> {
+    await pause(150);
+    const out = calls();
+    // Sent: close() has nothing of its own to send, whose answer would come after theirs.
+    await new Promise((resolve) => setImmediate(resolve));
+    await limiter.close();
+    const ended = once(redis, 'end');
+    redis.disconnect();
+    // What the disconnect cut fails as the connection ends: the optimistic charges' failures come
+    // after their requests' decisions.
+    await ended;
+    await new Promise((resolve) => setImmediate(resolve));
+    return Promise.all(out);
+  }
+
+  it.each(['RequestLimiter', 'TieredLimiter'] as const)(
+    '%s: waits for requests out, so a client disconnected right after cuts none',
+    async (kind) => {
+      const parts = await limiterOf(kind);
+      const decisions = await closeWithCallsOut(parts, () =>
+        Array.from({ length: 20 }, (_, i) => parts.limiter.consume(`k${i}`)),
+      );
+      expect(decisions.map((d) => d.tier)).toEqual(Array(20).fill('global'));
+      expect(parts.failures.map((e) => e.message)).toEqual([]);
+    },
+  );
+
+  it.each(['RequestLimiter', 'TieredLimiter'] as const)(
+    '%s: waits for management calls out, so a client disconnected right after cuts none',
+    async (kind) => {
+      const parts = await limiterOf(kind);
+      const { limiter } = parts;
+      const outcomes = await closeWithCallsOut(parts, () => [
+        limiter.reward('k0', 1),
+        limiter.penalty('k1', 1),
+        limiter.reset('k2'),
+        limiter.peek('k3').then((d) => d.tier === 'global'),
+      ]);
+      expect(outcomes).toEqual([true, true, true, true]);
+      expect(parts.failures.map((e) => e.message)).toEqual([]);
+    },
+  );
+
+  it('TieredLimiter: waits for optimistic charges out, so a client disconnected right after cuts none', async () => {
+    const parts = await limiterOf('optimistic');
+    const limiter = parts.limiter as TieredLimiter;
+    await new Promise((resolve) => setTimeout(resolve, 150)); // a spacing since it was made
+    // New keys, admitted on credit at once; their charges leave at the end of the callback.
+    const decisions = await closeWithCallsOut(parts, () =>
+      Array.from({ length: 20 }, (_, i) => Promise.resolve(limiter.tryConsume(`k${i}`))),
+    );
+    expect(decisions.map((d) => d?.tier)).toEqual(Array(20).fill('local'));
+    expect(parts.failures.map((e) => e.message)).toEqual([]);
+    expect(limiter.stats().tokensUnreported).toBe(0);
   });
 });
 

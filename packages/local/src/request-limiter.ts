@@ -17,6 +17,7 @@ import {
   STORE_LIMITER_OPTION_NAMES,
   type StoreLimiterOptions,
 } from './guard/guarded-store.js';
+import { InFlight } from './in-flight.js';
 import { assertTokens } from './management.js';
 import { resolveMaxKeys } from './table.js';
 
@@ -93,6 +94,8 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   readonly #blocked: BlockList;
   readonly #denials: DenialMemory | undefined;
   readonly #clock: Clock;
+  /** Store calls made and not settled yet: `close()` waits for them. */
+  readonly #calls = new InFlight();
   #closed = false;
   #storeOps = 0;
 
@@ -173,14 +176,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
         ),
       );
     }
-    const limits = this.#limits;
-    return store
-      .send(() => this.#sent({ key, limits }))
-      .then(async (result) =>
-        store.looked(
-          result.ok ? decisionOf(result.value, limits, 'global') : await store.policy.peek(key, result.error),
-        ),
-      );
+    return this.#look(key, this.#limits);
   }
 
   /** Forgets `key` in the store (and lifts a block); resolves whether the store did it. */
@@ -190,12 +186,11 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     this.#denials?.forget(key);
     const limits = this.#limits;
     // Counted as it is sent, as every other call is: `storeOps` missed each reset.
-    return this.#store.guard
-      .run(() => {
-        this.#storeOps++;
-        return this.#store.store.reset(key, limits);
-      })
-      .then((r) => r.ok);
+    const reset = this.#store.guard.run(() => {
+      this.#storeOps++;
+      return this.#store.store.reset(key, limits);
+    });
+    return this.#calls.track(reset).then((r) => r.ok);
   }
 
   /**
@@ -251,13 +246,14 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
   }
 
   /**
-   * Stops the limiter; later calls throw `ClosedError`. The store is the caller's to close. A
-   * request made before still gets its decision, and a failure of its store call is still
-   * reported on `failure`: the listeners stay.
+   * Stops the limiter; later calls throw `ClosedError`. Resolves once the store calls made before
+   * it have settled (each within `timeoutMs`), so that the store's client can be closed next; the
+   * store is the caller's to close. A request made before still gets its decision, and a failure
+   * of its store call is still reported on `failure`: the listeners stay.
    */
   close(): Promise<void> {
     this.#closed = true;
-    return Promise.resolve();
+    return this.#calls.close();
   }
 
   #check(key: string): void {
@@ -269,10 +265,28 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     const denials = this.#denials;
     const ask = denials === undefined ? 0 : denials.ask();
     const askedAt = denials === undefined ? 0 : this.#clock.now();
-    const result = await this.#store.send(() => this.#sent(op));
-    if (!result.ok) return this.#store.byPolicy(key, cost, result.error);
-    denials?.remember(key, cost, result.value, op.limits, ask, askedAt);
-    return this.#store.count(decisionOf(result.value, op.limits, 'global'));
+    this.#calls.enter();
+    try {
+      const result = await this.#store.send(() => this.#sent(op));
+      if (!result.ok) return this.#store.byPolicy(key, cost, result.error);
+      denials?.remember(key, cost, result.value, op.limits, ask, askedAt);
+      return this.#store.count(decisionOf(result.value, op.limits, 'global'));
+    } finally {
+      this.#calls.leave();
+    }
+  }
+
+  async #look(key: string, limits: readonly LimitSpec[]): Promise<Decision> {
+    const store = this.#store;
+    this.#calls.enter();
+    try {
+      const result = await store.send(() => this.#sent({ key, limits }));
+      return store.looked(
+        result.ok ? decisionOf(result.value, limits, 'global') : await store.policy.peek(key, result.error),
+      );
+    } finally {
+      this.#calls.leave();
+    }
   }
 
   /**
@@ -292,8 +306,8 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     });
   }
 
-  async #manage(op: BucketOp): Promise<boolean> {
-    return (await this.#store.send(() => this.#sent(op))).ok;
+  #manage(op: BucketOp): Promise<boolean> {
+    return this.#calls.track(this.#store.send(() => this.#sent(op))).then((result) => result.ok);
   }
 
   #sent(op: BucketOp): BucketOp {

@@ -56,7 +56,10 @@ export class ColdPath {
     this.#counters = counters;
     this.#coldStart = coldStart;
     this.#timing = timing;
-    this.#charges = new TurnCharges((leases, sending) => refiller.settler.settleAll(leases, sending));
+    // Counted until answered: close() waits for them.
+    this.#charges = new TurnCharges((leases, sending) =>
+      parts.calls.track(refiller.settler.settleAll(leases, sending)),
+    );
   }
 
   /**
@@ -88,56 +91,69 @@ export class ColdPath {
    * process the guard saw lengthens the budget (`StoreGuard.deadlineOf`): the answers waited in the socket.
    */
   async consume(key: string, cost: number): Promise<Decision> {
-    const { store, book, clock } = this.#parts;
-    const startedAt = performance.now();
-    let lease = this.#parts.leases.get(key);
-    // A minimum batch above 1 is a wish to lease at once, the first request included.
-    if (lease === undefined && this.#refiller.batching.policy.minBatch === 1) {
-      const seenAtMs = this.#sightings.take(key, clock.now());
-      if (seenAtMs === undefined) return this.#firstHit(key, cost);
-      lease = this.#leaseSince(key, seenAtMs);
-    }
-    lease ??= this.#parts.leaseFor(key);
-    if (lease.firstCost === 0) lease.firstCost = cost;
-    for (let attempt = 0; ; attempt++) {
-      // Evicted while this request waited: its tokens went back; carry on with a fresh lease.
-      if (lease.detached) lease = this.#parts.leaseFor(key);
-      const now = clock.now();
-      book.expire(lease, now);
-      const tier = attempt === 0 ? 'lease' : 'global';
-      if (spend(lease, cost)) {
-        return store.count(
-          allowDecision(lease.tokens + lease.globalRemaining, lease.resetMs, lease.limit, tier),
-        );
+    const { calls } = this.#parts;
+    // Counted until decided (so every return below awaits): close() waits for it.
+    calls.enter();
+    try {
+      const { store, book, clock } = this.#parts;
+      const startedAt = performance.now();
+      let lease = this.#parts.leases.get(key);
+      // A minimum batch above 1 is a wish to lease at once, the first request included.
+      if (lease === undefined && this.#refiller.batching.policy.minBatch === 1) {
+        const seenAtMs = this.#sightings.take(key, clock.now());
+        if (seenAtMs === undefined) return await this.#firstHit(key, cost);
+        lease = this.#leaseSince(key, seenAtMs);
       }
-      if (now < lease.deniedUntilMs) {
-        lease.asked += cost;
-        return store.count(rememberedDenial(lease, cost, now, this.#timing.aheadMs, tier));
+      lease ??= this.#parts.leaseFor(key);
+      if (lease.firstCost === 0) lease.firstCost = cost;
+      for (let attempt = 0; ; attempt++) {
+        if (lease.detached) {
+          // close() began while this request waited: its lease went back, the grant its refill
+          // brought too. A take decides it: a fresh lease leased a batch in a closed limiter, which
+          // nothing handed back (199 of 200 tokens lost).
+          if (calls.closed) return await this.#closedTake(key, cost, startedAt);
+          // Evicted while this request waited: its tokens went back; carry on with a fresh lease.
+          lease = this.#parts.leaseFor(key);
+        }
+        const now = clock.now();
+        book.expire(lease, now);
+        const tier = attempt === 0 ? 'lease' : 'global';
+        if (spend(lease, cost)) {
+          return store.count(
+            allowDecision(lease.tokens + lease.globalRemaining, lease.resetMs, lease.limit, tier),
+          );
+        }
+        if (now < lease.deniedUntilMs) {
+          lease.asked += cost;
+          return store.count(rememberedDenial(lease, cost, now, this.#timing.aheadMs, tier));
+        }
+        if (attempt === MAX_ATTEMPTS) {
+          // Other waiters keep winning the tokens this request's refills bring: say so, briefly.
+          return store.count(denyDecision(1, lease.tokens, lease.resetMs, lease.limit, 'global'));
+        }
+        const { guard } = store;
+        // The first refill is bounded by the guard (one joined was sent earlier still).
+        const leftMs =
+          attempt === 0 ? Number.POSITIVE_INFINITY : guard.deadlineOf(startedAt) - performance.now();
+        if (leftMs <= 0) return store.byPolicy(key, cost, new StoreTimeoutError(guard.timeoutMs));
+        lease.pendingCost += cost;
+        const refill = this.#refiller.refill(lease, Math.max(1, cost - lease.tokens));
+        const result = attempt === 0 ? await refill : await within(refill, leftMs, guard.timeoutMs);
+        lease.pendingCost -= cost;
+        if (!result.ok) return store.byPolicy(key, cost, result.error);
+        if (lease.taken >= cost) {
+          lease.taken -= cost;
+          lease.asked += cost;
+          return store.count(decisionOf(result.value, this.#parts.limits(), 'global'));
+        }
+        // A sync that asked nothing (a quiet key's hand-back) answers whether a token would pass,
+        // taking none: a request that joined it asks for its own (300 admitted from a bucket of 100).
+        if (result.value.granted === 0 && !result.value.ok) {
+          return store.count(decisionOf(result.value, this.#parts.limits(), 'global'));
+        }
       }
-      if (attempt === MAX_ATTEMPTS) {
-        // Other waiters keep winning the tokens this request's refills bring: say so, briefly.
-        return store.count(denyDecision(1, lease.tokens, lease.resetMs, lease.limit, 'global'));
-      }
-      const { guard } = store;
-      // The first refill is bounded by the guard (one joined was sent earlier still).
-      const leftMs =
-        attempt === 0 ? Number.POSITIVE_INFINITY : guard.deadlineOf(startedAt) - performance.now();
-      if (leftMs <= 0) return store.byPolicy(key, cost, new StoreTimeoutError(guard.timeoutMs));
-      lease.pendingCost += cost;
-      const refill = this.#refiller.refill(lease, Math.max(1, cost - lease.tokens));
-      const result = attempt === 0 ? await refill : await within(refill, leftMs, guard.timeoutMs);
-      lease.pendingCost -= cost;
-      if (!result.ok) return store.byPolicy(key, cost, result.error);
-      if (lease.taken >= cost) {
-        lease.taken -= cost;
-        lease.asked += cost;
-        return store.count(decisionOf(result.value, this.#parts.limits(), 'global'));
-      }
-      // A sync that asked nothing (a quiet key's hand-back) answers whether a token would pass,
-      // taking none: a request that joined it asks for its own (300 admitted from a bucket of 100).
-      if (result.value.granted === 0 && !result.value.ok) {
-        return store.count(decisionOf(result.value, this.#parts.limits(), 'global'));
-      }
+    } finally {
+      calls.leave();
     }
   }
 
@@ -157,6 +173,22 @@ export class ColdPath {
       const seenAtMs = this.#sightings.take(key, this.#parts.clock.now());
       return seenAtMs === undefined ? undefined : this.#leaseSince(key, seenAtMs);
     });
+    if (!result.ok) return store.byPolicy(key, cost, result.error);
+    return store.count(decisionOf(result.value, limits, 'global'));
+  }
+
+  /**
+   * A request whose lease `close()` handed back while it waited: a take of its own, within what is
+   * left of its budget, and no lease.
+   */
+  async #closedTake(key: string, cost: number, startedAt: number): Promise<Decision> {
+    const { store } = this.#parts;
+    const { guard } = store;
+    const leftMs = guard.deadlineOf(startedAt) - performance.now();
+    if (leftMs <= 0) return store.byPolicy(key, cost, new StoreTimeoutError(guard.timeoutMs));
+    const limits = this.#parts.limits();
+    const take = this.#refiller.first(key, cost, () => undefined);
+    const result = await within(take, leftMs, guard.timeoutMs);
     if (!result.ok) return store.byPolicy(key, cost, result.error);
     return store.count(decisionOf(result.value, limits, 'global'));
   }

@@ -10,6 +10,7 @@ import {
 import type { LRUCache } from 'lru-cache';
 import { assertBlockMs } from '../block-list.js';
 import { decisionOf, type GuardedStore } from '../guard/guarded-store.js';
+import type { InFlight } from '../in-flight.js';
 import { assertTokens } from '../management.js';
 import { drainLease, type Lease } from './lease.js';
 import type { LeaseBook } from './lease-book.js';
@@ -25,6 +26,8 @@ export interface KeyParts {
   readonly leases: LRUCache<string, Lease>;
   readonly clock: Clock;
   readonly refiller: Refiller;
+  /** Calls at the store made for requests and management calls: `close()` waits for them. */
+  readonly calls: InFlight;
   limits(): readonly LimitSpec[];
   leaseFor(key: string): Lease;
 }
@@ -46,8 +49,8 @@ export class KeyAdmin {
   }
 
   /** The global bucket plus this instance's lease, taking nothing; shadowed as a request would be. */
-  async peek(key: string): Promise<Decision> {
-    return this.#parts.store.looked(await this.#look(key));
+  peek(key: string): Promise<Decision> {
+    return this.#parts.calls.track(this.#look(key)).then((decision) => this.#parts.store.looked(decision));
   }
 
   async #look(key: string): Promise<Decision> {
@@ -105,13 +108,13 @@ export class KeyAdmin {
   }
 
   /** Forgets `key` here (its lease dropped, nothing handed back) and in the store. */
-  async reset(key: string): Promise<boolean> {
-    const { store, leases, book } = this.#parts;
+  reset(key: string): Promise<boolean> {
+    const { store, leases, book, calls } = this.#parts;
     const lease = leases.peek(key);
     if (lease !== undefined) book.forget(lease);
     leases.delete(key);
     const limits = this.#parts.limits();
-    return (await store.guard.run(() => store.store.reset(key, limits))).ok;
+    return calls.track(store.guard.run(() => store.store.reset(key, limits))).then((result) => result.ok);
   }
 
   /**
@@ -150,7 +153,9 @@ export class KeyAdmin {
     const deniedUntilMs = lease.deniedUntilMs;
     lease.deniedUntilMs = lease.blockedUntilMs;
     lease.forgotAsk = this.#parts.refiller.asks;
-    return this.#parts.refiller.settler.settle(lease, adjustment).then((landed) => {
+    const settle = this.#parts.refiller.settler.settle(lease, adjustment);
+    // Counted until answered: close() waits for it.
+    return this.#parts.calls.track(settle).then((landed) => {
       if (!landed && deniedUntilMs > lease.deniedUntilMs) lease.deniedUntilMs = deniedUntilMs;
       return landed;
     });

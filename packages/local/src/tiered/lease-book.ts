@@ -183,12 +183,12 @@ export class LeaseBook {
   }
 
   /**
-   * Hands back every lease's tokens (one forced attempt for them all), waits for them and for
-   * the store calls still out at most `closeTimeoutMs` from the call (going through 100,000 keys
-   * takes time of its own), and stops the timer. A call that timed out is still out: Redis grants
-   * its lease when a pause ends, and that grant goes back too, in a forced attempt of its own.
+   * Hands back every lease's tokens (one forced attempt for them all), waits for them, the store
+   * calls still out and the requests' `calls` at most `closeTimeoutMs` from the call (going through
+   * 100,000 keys takes time of its own), and stops the timer. A call that timed out is still out:
+   * Redis grants its lease when a pause ends, and that grant goes back too, in an attempt of its own.
    */
-  async close(leases: readonly Lease[], clearTable: () => void): Promise<void> {
+  async close(leases: readonly Lease[], clearTable: () => void, calls: Promise<void>): Promise<void> {
     const startedAtMs = this.#clock.now();
     this.#timer.stop();
     dropped.unregister(this);
@@ -201,7 +201,7 @@ export class LeaseBook {
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs())));
     // Calls still out first: each hands its grant back as it lands, adding to what is pending.
-    const done = Promise.allSettled([...this.#refiller.landing(), left]).then(() =>
+    const done = Promise.allSettled([...this.#refiller.landing(), left, calls]).then(() =>
       this.#settlements.drained(),
     );
     await Promise.race([done, deadline]);

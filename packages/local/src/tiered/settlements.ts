@@ -95,14 +95,20 @@ export class Settlements {
 
   /**
    * A grant of `leased` tokens landed for a lease no longer in use (detached, or blocked): it goes
-   * straight back, past the breaker while closing (a blip that opened it must not cost a late grant).
+   * straight back, past the breaker while closing (a blip that opened it must not cost a late grant),
+   * within what is left of close()'s wait but no less than the guard's timeout: once the wait was
+   * over, a store that answered a grant was given 1 ms for its hand-back and reported as failing.
    */
   lateGrant(lease: Lease, leased: number): void {
     if (leased <= 0) return;
     drainLease(lease);
     const closingWait = this.#closingWait;
-    if (closingWait === undefined) this.settle(lease);
-    else this.#pending.add(this.#refiller.settler.handBack([lease], closingWait()));
+    if (closingWait === undefined) {
+      this.settle(lease);
+      return;
+    }
+    const settler = this.#refiller.settler;
+    this.#pending.add(settler.handBack([lease], Math.max(closingWait(), settler.timeoutMs)));
   }
 
   /**

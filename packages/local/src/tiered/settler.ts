@@ -41,6 +41,11 @@ export class Settler {
     this.#timing = timing;
   }
 
+  /** The guard's timeout, in ms. */
+  get timeoutMs(): number {
+    return this.#store.guard.timeoutMs;
+  }
+
   /**
    * Sends what `lease` owes the store (spends and hand-backs) with nothing asked in return, and a
    * `credit` or `debit` (`reward`, `penalty`: after the spends, so that a reward lands in the room

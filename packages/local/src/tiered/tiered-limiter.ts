@@ -269,8 +269,9 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
   /**
    * Stops the timers, hands every unspent leased token back to the store (one attempt per key,
    * past an open breaker, waiting at most `closeTimeoutMs`), ends waiting `acquire`s with
-   * `closed`, and makes later calls throw `ClosedError`. Always resolves within its wait. A failure
-   * of a call made before it is still reported on `failure`.
+   * `closed`, and makes later calls throw `ClosedError`; waits, as long, for the store calls made
+   * before it (requests, management calls, optimistic charges): its client may be closed next.
+   * Always resolves within its wait. A call made before it still reports a failure on `failure`.
    */
   close(): Promise<void> {
     if (this.#closed === undefined) {
@@ -279,7 +280,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       const leases = [...this.#leases.values()];
       this.#parts.sightings.clear();
       // The listeners stay: a request made before, or a hand-back, that fails later is still reported.
-      this.#closed = this.#parts.book.close(leases, () => this.#leases.clear());
+      this.#closed = this.#parts.book.close(leases, () => this.#leases.clear(), this.#parts.calls.close());
     }
     return this.#closed;
   }

@@ -2,6 +2,7 @@ import type { EventEmitter } from 'node:events';
 import { type Clock, ConfigError, internal, type LimiterEvents, type LimitSpec } from '@tiered-limiter/core';
 import type { LRUCache } from 'lru-cache';
 import { GuardedStore } from '../guard/guarded-store.js';
+import { InFlight } from '../in-flight.js';
 import { lruTable } from '../table.js';
 import { ColdPath } from './cold-path.js';
 import { ColdStart } from './cold-start.js';
@@ -48,6 +49,8 @@ export interface TieredParts {
   readonly cold: ColdPath;
   /** Keys seen once lately, with no lease. */
   readonly sightings: FirstSightings;
+  /** Requests, management calls and optimistic charges at the store: `close()` waits for them. */
+  readonly calls: InFlight;
   /** The lease of `key`, made (empty) if there is none. */
   leaseFor(key: string): Lease;
 }
@@ -103,7 +106,8 @@ export function wireTiered(
     }
     return lease;
   };
-  const keyParts = { store, book, leases, clock, refiller, limits: limitsNow, leaseFor };
+  const calls = new InFlight();
+  const keyParts = { store, book, leases, clock, refiller, limits: limitsNow, leaseFor, calls };
   const madeAtMs = clock.now();
   const coldStart =
     config.coldStart === undefined
@@ -137,6 +141,7 @@ export function wireTiered(
       admin: new KeyAdmin(keyParts, config.timing, counters),
       cold,
       sightings,
+      calls,
       leaseFor,
     },
   };
