@@ -56,23 +56,58 @@ export async function whenReady(client: object, timeoutMs = DEFAULT_READY_TIMEOU
   );
 }
 
+/** The waits on one client still connecting, and the one pair of listeners of ours that ends them. */
+interface ReadyFanout {
+  readonly waits: Set<(error?: Error) => void>;
+  readonly onReady: () => void;
+  readonly onEnd: () => void;
+}
+
+const fanouts = new WeakMap<IoredisReadiness, ReadyFanout>();
+
+/**
+ * However many callers wait on one client, it carries a single `ready` and a single `end` listener
+ * of ours, gone with the last wait: 11 callers (limiters made at start-up, each awaiting the shared
+ * client) made Node warn of a leak on the application's client when each added its own.
+ */
 function statusReady(client: IoredisReadiness, timeoutMs: number): Promise<void> {
   if (client.status === 'ready') return Promise.resolve();
   if (client.status === 'end') return Promise.reject(new Error('the client has ended'));
   return new Promise<void>((resolve, reject) => {
+    let fanout = fanouts.get(client);
+    if (fanout === undefined) {
+      const waits = new Set<(error?: Error) => void>();
+      const settle = (error?: Error) => {
+        stop(client, fanout!);
+        for (const done of [...waits]) done(error);
+      };
+      fanout = {
+        waits,
+        onReady: () => settle(),
+        onEnd: () => settle(new Error('the client ended before it was ready')),
+      };
+      fanouts.set(client, fanout);
+      client.once('ready', fanout.onReady);
+      client.once('end', fanout.onEnd);
+    }
+    const { waits } = fanout;
     const done = (error?: Error) => {
       clearTimeout(timer);
-      client.off('ready', onReady);
-      client.off('end', onEnd);
+      waits.delete(done);
+      if (waits.size === 0 && fanouts.get(client) === fanout) stop(client, fanout);
       if (error) reject(error);
       else resolve();
     };
-    const onReady = () => done();
-    const onEnd = () => done(new Error('the client ended before it was ready'));
     const timer = setTimeout(() => done(new Error(`client not ready in ${timeoutMs} ms`)), timeoutMs);
-    client.once('ready', onReady);
-    client.once('end', onEnd);
+    waits.add(done);
   });
+}
+
+/** Takes `fanout`'s listeners off `client`. */
+function stop(client: IoredisReadiness, fanout: ReadyFanout): void {
+  fanouts.delete(client);
+  client.off('ready', fanout.onReady);
+  client.off('end', fanout.onEnd);
 }
 
 async function pollReady(client: NodeRedisReadiness, timeoutMs: number): Promise<void> {
