@@ -5,8 +5,8 @@ import { type BucketReply, defineLimit, type GlobalStore } from '@tiered-limiter
 import { type AcquireResult, MemoryStore, TieredLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { advanceStepwise } from './fake-time.js';
 
-const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
 /** How late the store answers: past the limiter's timeout, well within the policy's retry. */
 const LATE_MS = 200;
 const TIMEOUT_MS = 50;
@@ -28,13 +28,7 @@ afterEach(async () => {
 });
 
 /** Moves the limiters' clock and the faked timers together, a millisecond at a time. */
-async function advance(ms: number): Promise<void> {
-  for (let i = 0; i < ms; i++) {
-    clock.advance(1);
-    await vi.advanceTimersByTimeAsync(1);
-  }
-  await settle();
-}
+const advance = (ms: number): Promise<void> => advanceStepwise(clock, ms);
 
 /** A store that runs each op at once and answers it `LATE_MS` later, while `late.on`. */
 function lateStore(inner: MemoryStore, late: { on: boolean }): GlobalStore {

@@ -6,8 +6,7 @@ import { defineLimit } from '@tiered-limiter/core';
 import { MemoryStore, TieredLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-
-const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+import { advanceStepwise, settle } from './fake-time.js';
 
 let clock: FakeClock;
 let limiter: TieredLimiter;
@@ -34,14 +33,8 @@ afterEach(async () => {
   await limiter.close();
 });
 
-/** Moves the limiter's clock and the faked timers together, a millisecond at a time. */
-async function advance(ms: number): Promise<void> {
-  for (let i = 0; i < ms; i++) {
-    clock.advance(1);
-    await vi.advanceTimersByTimeAsync(1);
-  }
-  await settle();
-}
+/** Moves the limiters' clock and the faked timers together, a millisecond at a time. */
+const advance = (ms: number): Promise<void> => advanceStepwise(clock, ms);
 
 describe('acquire() waiters sharing one signal', () => {
   it('20 of them raise no leak warning, and one abort ends them all', async () => {

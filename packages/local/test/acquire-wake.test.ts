@@ -6,8 +6,7 @@ import { defineLimit } from '@tiered-limiter/core';
 import { type AcquireResult, MemoryStore, TieredLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-
-const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+import { advanceStepwise } from './fake-time.js';
 
 let clock: FakeClock;
 let store: MemoryStore;
@@ -26,13 +25,7 @@ afterEach(async () => {
 });
 
 /** Moves the limiters' clock and the faked timers together, a millisecond at a time. */
-async function advance(ms: number): Promise<void> {
-  for (let i = 0; i < ms; i++) {
-    clock.advance(1);
-    await vi.advanceTimersByTimeAsync(1);
-  }
-  await settle();
-}
+const advance = (ms: number): Promise<void> => advanceStepwise(clock, ms);
 
 function settled(pending: Promise<AcquireResult>): { result?: AcquireResult; atMs?: number } {
   const box: { result?: AcquireResult; atMs?: number } = {};
