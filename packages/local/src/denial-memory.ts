@@ -92,7 +92,7 @@ export class DenialMemory {
 
   /**
    * Forgets `key`'s denial (a reward or reset here may have given it tokens), and returns it, for
-   * `restore` should the reward not reach the store.
+   * `around` to keep again should a reward not reach the store.
    */
   forget(key: string): Denial | undefined {
     this.#forgotten.set(key, this.#asks);
@@ -102,11 +102,19 @@ export class DenialMemory {
   }
 
   /**
-   * Keeps `denial` for `key` again unless a newer one came meanwhile: a reward that failed gave no
-   * token, and without it the next request went to the failing store for its policy to decide.
+   * Runs `adjust`, a reward or penalty of `key`, with `key`'s denial forgotten: it no longer says
+   * the wait (a reward may have given a token; after a penalty it said 500 ms where the store says
+   * 1,500). Should `adjust` not land, the denial is kept again unless a newer one came meanwhile:
+   * nothing changed, and without it the next request went to the failing store for its policy.
    */
-  restore(key: string, denial: Denial): void {
-    if (!this.#denials.has(key)) this.#denials.set(key, denial);
+  around(key: string, adjust: () => Promise<boolean>): Promise<boolean> {
+    const denial = this.forget(key);
+    const landed = adjust();
+    if (denial === undefined) return landed;
+    return landed.then((ok) => {
+      if (!ok && !this.#denials.has(key)) this.#denials.set(key, denial);
+      return ok;
+    });
   }
 
   /** Forgets every denial (new limits). */

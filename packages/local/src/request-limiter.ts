@@ -148,12 +148,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     this.#check(key);
     assertCost(cost, this.#maxCost);
     const blockedMs = this.#blocked.blockedFor(key);
-    if (blockedMs > 0) {
-      const spec = tightestWhenFull(this.#limits);
-      // resetMs is whole ms, rounded up, as every decision's (retryAfterMs is rounded by denyDecision).
-      const decision = denyDecision(blockedMs, 0, Math.ceil(blockedMs), spec, 'local');
-      return Promise.resolve(this.#store.count(decision));
-    }
+    if (blockedMs > 0) return Promise.resolve(this.#store.count(this.#blockedFor(blockedMs)));
     // A remembered denial is the wait for one token: a larger cost's is longer, and maybe another
     // limit's (it said 2 s where the store says 4 s for a cost of 2 at 0.5/s), so the store answers it.
     const denied = cost === 1 ? this.#denials?.recall(key) : undefined;
@@ -169,13 +164,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     this.#check(key);
     const blockedMs = this.#blocked.blockedFor(key);
     const store = this.#store;
-    if (blockedMs > 0) {
-      return Promise.resolve(
-        store.looked(
-          denyDecision(blockedMs, 0, Math.ceil(blockedMs), tightestWhenFull(this.#limits), 'local'),
-        ),
-      );
-    }
+    if (blockedMs > 0) return Promise.resolve(store.looked(this.#blockedFor(blockedMs)));
     return this.#look(key, this.#limits);
   }
 
@@ -256,6 +245,11 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     return this.#calls.close();
   }
 
+  /** A blocked key's decision; resetMs is whole ms, rounded up, as every decision's. */
+  #blockedFor(blockedMs: number): Decision {
+    return denyDecision(blockedMs, 0, Math.ceil(blockedMs), tightestWhenFull(this.#limits), 'local');
+  }
+
   #check(key: string): void {
     if (this.#closed) throw new ClosedError('RequestLimiter');
     assertKey(key);
@@ -289,21 +283,10 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     }
   }
 
-  /**
-   * A reward or penalty of `key`: a denial remembered for it no longer says its wait (a reward may
-   * have given it a token; after a penalty it said 500 ms where the store says 1,500), so it is
-   * forgotten, as the two-tier limiter's is at the call, unless the op fails: then nothing
-   * changed, and without it the next request went to the failing store for its policy to decide.
-   */
+  /** A reward or penalty of `key`, with its remembered denial forgotten meanwhile (`DenialMemory.around`). */
   #adjust(key: string, op: BucketOp): Promise<boolean> {
-    const denials = this.#denials;
-    const denial = denials?.forget(key);
-    const done = this.#manage(op);
-    if (denial === undefined) return done;
-    return done.then((landed) => {
-      if (!landed) denials!.restore(key, denial);
-      return landed;
-    });
+    const manage = () => this.#manage(op);
+    return this.#denials === undefined ? manage() : this.#denials.around(key, manage);
   }
 
   #manage(op: BucketOp): Promise<boolean> {

@@ -1,4 +1,5 @@
 import type { Clock, LimitSpec } from '@tiered-limiter/core';
+import type { BookHooks } from './book-hooks.js';
 import { BookTimer } from './book-timer.js';
 import { inCallGroupOrder } from './call-groups.js';
 import { IDLE_BEAT_MS } from './fleet-registry.js';
@@ -30,12 +31,8 @@ export class LeaseBook {
   readonly #timer: BookTimer<LeaseBook>;
   readonly #hotClock: HotClock;
   readonly #syncer: Syncer | undefined;
-  readonly #onFleet: (live: number) => void;
   readonly #groupOf: ((key: string) => number) | undefined;
-  /** Leases for up to `room` keys first seen since the last round (`ColdPath.promote`). */
-  readonly #promote: (room: number) => readonly Lease[];
-  /** A grant landed on the lease of a key: its sleeping waiter, if any, is woken (`acquire`). */
-  readonly #granted: (key: string) => void;
+  readonly #hooks: BookHooks;
   /** The pace of the rounds the timer starts: a slice a turn, the next as a late one ends. */
   readonly #rounds: RoundPacer;
   /** The timer waits `IDLE_BEAT_MS`, not a period: the sync holds no key and nothing is owed. */
@@ -49,10 +46,8 @@ export class LeaseBook {
     config: TieredConfig,
     hotClock: HotClock,
     syncer: Syncer | undefined,
-    onFleet: (live: number) => void,
     groupOf: ((key: string) => number) | undefined,
-    promote: (room: number) => readonly Lease[],
-    granted: (key: string) => void,
+    hooks: BookHooks,
   ) {
     this.#refiller = refiller;
     this.#counters = counters;
@@ -60,10 +55,8 @@ export class LeaseBook {
     this.#config = config;
     this.#hotClock = hotClock;
     this.#syncer = syncer;
-    this.#onFleet = onFleet;
     this.#groupOf = groupOf;
-    this.#promote = promote;
-    this.#granted = granted;
+    this.#hooks = hooks;
     this.#settlements = new Settlements(refiller, config.maxKeys, () => this.#wake());
     refiller.onReply((lease, leased, dry, stale) => this.#replied(lease, leased, dry, stale));
     this.#timer = new BookTimer<LeaseBook>(this, LeaseBook.#onTimer, clock, this.#periodMs());
@@ -123,7 +116,7 @@ export class LeaseBook {
    */
   beat(idle = false): void {
     void this.#syncer?.beat(this.#clock.now(), idle).then((live) => {
-      if (live !== undefined) this.#onFleet(live);
+      if (live !== undefined) this.#hooks.fleet(live);
     });
   }
 
@@ -233,7 +226,7 @@ export class LeaseBook {
     }
     if (dry) this.#denied(lease);
     // A waiter that the policy decided (a try timed out) sleeps its wait beside a grant landed since.
-    if (leased > 0) this.#granted(lease.key);
+    if (leased > 0) this.#hooks.granted(lease.key);
   }
 
   /**
@@ -263,7 +256,7 @@ export class LeaseBook {
     this.#hotClock.reviewUnlessWithin(this.#clock.now(), this.#periodMs() / 2);
     const syncer = this.#syncer;
     if (syncer !== undefined) {
-      for (const lease of this.#promote(syncer.room(this.#holding.size))) this.#holding.add(lease);
+      for (const lease of this.#hooks.promote(syncer.room(this.#holding.size))) this.#holding.add(lease);
       syncer.round(this.#holding.size);
       this.beat(this.#holding.size === 0 && this.#settlements.settled);
     }

@@ -79,11 +79,6 @@ export function wireTiered(
     config.sync === undefined
       ? undefined
       : new Syncer(config, refiller, store.store, config.sync.budget, config.instanceId, clock);
-  const onFleet = (live: number) => {
-    store.fleetSize(live);
-    if (config.instances !== undefined && live > config.instances)
-      hooks.fleet({ instances: live, declared: config.instances });
-  };
   const groupOf = store.store.groupOf?.bind(store.store);
   const book: LeaseBook = new LeaseBook(
     hooks.owner,
@@ -93,10 +88,16 @@ export function wireTiered(
     config,
     hotClock,
     syncer,
-    onFleet,
     groupOf,
-    (room) => cold.promote(room),
-    hooks.granted,
+    {
+      fleet: (live) => {
+        store.fleetSize(live);
+        if (config.instances !== undefined && live > config.instances)
+          hooks.fleet({ instances: live, declared: config.instances });
+      },
+      promote: (room) => cold.promote(room),
+      granted: hooks.granted,
+    },
   );
   const leaseFor = (key: string): Lease => {
     let lease = leases.get(key);
