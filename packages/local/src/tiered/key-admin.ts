@@ -12,6 +12,7 @@ import { assertBlockMs } from '../block-list.js';
 import { decisionOf, type GuardedStore } from '../guard/guarded-store.js';
 import type { InFlight } from '../in-flight.js';
 import { assertTokens } from '../management.js';
+import type { FirstSightings } from './first-sightings.js';
 import { drainLease, type Lease } from './lease.js';
 import type { LeaseBook } from './lease-book.js';
 import type { SettleOptions } from './lease-op.js';
@@ -41,11 +42,19 @@ export class KeyAdmin {
   /** The limiter's lease timing, read for what a take may borrow now (it follows the sync). */
   readonly #timing: TieredConfig['timing'];
   readonly #counters: TieredCounters;
+  /** Keys seen once lately: `reset` forgets the key's mark too. */
+  readonly #sightings: FirstSightings;
 
-  constructor(parts: KeyParts, timing: TieredConfig['timing'], counters: TieredCounters) {
+  constructor(
+    parts: KeyParts,
+    timing: TieredConfig['timing'],
+    counters: TieredCounters,
+    sightings: FirstSightings,
+  ) {
     this.#parts = parts;
     this.#timing = timing;
     this.#counters = counters;
+    this.#sightings = sightings;
   }
 
   /** The global bucket plus this instance's lease, taking nothing; shadowed as a request would be. */
@@ -107,8 +116,12 @@ export class KeyAdmin {
     else this.#counters.tokensUnreported += debit;
   }
 
-  /** Forgets `key` here (its lease dropped, nothing handed back) and in the store. */
+  /**
+   * Forgets `key` here (its lease dropped, nothing handed back; its first-sighting mark, or a first
+   * hit's take still out would make the lease again with its denial at the reply) and in the store.
+   */
   reset(key: string): Promise<boolean> {
+    this.#sightings.forget(key);
     const { store, leases, book, calls } = this.#parts;
     const lease = leases.peek(key);
     if (lease !== undefined) book.forget(lease);

@@ -210,7 +210,6 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
    */
   reset(key: string): Promise<boolean> {
     this.#check(key);
-    this.#parts.sightings.forget(key);
     return this.#waiters.wakeOn(key, this.#parts.admin.reset(key));
   }
 

@@ -139,7 +139,7 @@ export function wireTiered(
       leases,
       book,
       syncer,
-      admin: new KeyAdmin(keyParts, config.timing, counters),
+      admin: new KeyAdmin(keyParts, config.timing, counters, sightings),
       cold,
       sightings,
       calls,
