@@ -29,6 +29,12 @@ export interface AdapterHooks<Req> {
   readonly routeConfig?: (req: Req) => unknown;
   /** The client address the framework's own proxy setting vouches for (Express's `trust proxy`). */
   readonly trustedIp?: (req: Req) => string | undefined;
+  /**
+   * The framework routes the path as sent (Express, Fastify): no `..` resolved, no `//host` read
+   * as an authority. Without it the router is the user's, maybe a URL parser, and the route table
+   * also looks up the path a URL parser would route.
+   */
+  readonly literalPaths?: boolean;
 }
 
 const NO_HOOKS: AdapterHooks<unknown> = { options: [] };
@@ -74,6 +80,7 @@ export function buildCheck<Req>(
   const rewardFailed = (error: unknown) =>
     warnOnce(owner, 'TL_HTTP_REWARD_FAILED', `limiter.reward failed: ${String(error)}`);
   const configRoutes = new WeakMap<object, ResolvedRoute<Req> | false>();
+  const resolving = hooks.literalPaths !== true;
 
   const addressOf = (req: Req, raw: IncomingMessage): string => {
     if (trustProxy === 0) {
@@ -105,7 +112,7 @@ export function buildCheck<Req>(
         return resolved;
       }
     }
-    return routes?.find(raw.method, originalUrl(raw));
+    return routes?.find(raw.method, originalUrl(raw), resolving);
   };
 
   return (req, raw) => {

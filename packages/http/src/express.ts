@@ -52,6 +52,7 @@ export function expressRateLimit<Req extends IncomingMessage = IncomingMessage>(
   const check: RateLimitCheck<Req> = buildCheck(options, {
     options: ['handler'],
     trustedIp: expressTrustedIp,
+    literalPaths: true,
   });
   return (req, res, next) => {
     let result: ReturnType<typeof check>;

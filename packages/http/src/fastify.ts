@@ -78,6 +78,7 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
   const handler = handlerOption(options, 'a function (request, reply, denial) that sends the denial');
   const check = buildCheck(options, {
     options: ['handler'],
+    literalPaths: true,
     routeConfig: (request) =>
       (request.routeOptions?.config as { rateLimit?: unknown } | undefined)?.rateLimit,
   });

@@ -27,9 +27,11 @@ export interface RouteLimit<Req> {
  * Limits by route. A name is a path (`/login`), a path with a method (`POST /login`), or a
  * prefix ending in `/*` (`/api/*` is `/api` and everything under it); the value is a limiter, a
  * `RouteLimit`, or `false` for a path that is not limited at all (`'/api/health': false`). Paths
- * are compared without query, case-insensitively, with repeated and trailing slashes ignored
- * and percent-escapes decoded, so that a spelling a router would still send to the handler
- * (`/Login/`, `/log%69n`) cannot dodge the route's limit. A `HEAD` request counts against the
+ * are compared without query, case-insensitively, with repeated and trailing slashes ignored,
+ * backslashes read as slashes and percent-escapes decoded, so that a spelling a router would still
+ * send to the handler (`/Login/`, `/log%69n`) cannot dodge the route's limit. Under `createRateLimit`
+ * and `createRateLimitCheck`, whose router may be a URL parser (`new URL(req.url, base)`), the path
+ * it routes is looked up too (`/x/../login` and `//host/login` are `/login` to it). A `HEAD` request counts against the
  * `GET` route of its path, since frameworks answer it with the `GET` handler. The most specific
  * name wins: an exact path before a prefix, a longer prefix before a shorter one, a name with
  * the method before one without.
@@ -82,16 +84,33 @@ export class RouteTable<T> {
     return this.#exact.size === 0 && this.#prefixes.length === 0;
   }
 
-  /** The route limit of a request, or `undefined` when no route names it. */
-  find(method: string | undefined, url: string | undefined): T | undefined {
-    const path = normalizePath(pathOf(url ?? '/'));
+  /**
+   * The route limit of a request, or `undefined` when no route names it. With `resolving`, the
+   * router behind the middleware may read the target as a URL parser does (WHATWG `new URL(req.url,
+   * base)`, which Node's documentation shows): `.` and `..` segments (`%2e` too) resolved, and a
+   * leading `//host` taken for an authority. The path it would route is then looked up as well,
+   * and a limit it finds wins over none, or over a less specific one.
+   */
+  find(method: string | undefined, url: string | undefined, resolving = false): T | undefined {
+    const target = url ?? '/';
     const verb = (method ?? 'GET').toUpperCase();
+    const path = normalizePath(pathOf(target));
+    const found = this.#lookup(verb, path);
+    if (!resolving) return found?.route;
+    const resolved = resolvedPath(target);
+    if (resolved === undefined || resolved === path) return found?.route;
+    const other = this.#lookup(verb, resolved);
+    const limits = (f: Found<T> | undefined): f is Found<T> => f !== undefined && f.route !== false;
+    return limits(other) && (!limits(found) || other.rank > found.rank) ? other.route : found?.route;
+  }
+
+  #lookup(verb: string, path: string): Found<T> | undefined {
     // HEAD is answered by the GET handler (Express, Fastify, and RFC 9110 §9.3.2): it counts there.
     const exact =
-      this.#exact.get(`${verb} ${path}`) ??
-      (verb === 'HEAD' ? this.#exact.get(`GET ${path}`) : undefined) ??
-      this.#exact.get(`* ${path}`);
-    if (exact !== undefined) return exact;
+      this.#exact.get(`${verb} ${path}`) ?? (verb === 'HEAD' ? this.#exact.get(`GET ${path}`) : undefined);
+    if (exact !== undefined) return { route: exact, rank: EXACT_RANK + 1 };
+    const any = this.#exact.get(`* ${path}`);
+    if (any !== undefined) return { route: any, rank: EXACT_RANK };
     for (const entry of this.#prefixes) {
       if (
         entry.method !== undefined &&
@@ -101,12 +120,21 @@ export class RouteTable<T> {
         continue;
       }
       if (path === entry.prefix || path.startsWith(entry.prefix === '/' ? '/' : `${entry.prefix}/`)) {
-        return entry.route;
+        return { route: entry.route, rank: entry.prefix.length * 2 + Number(entry.method !== undefined) };
       }
     }
     return undefined;
   }
 }
+
+/** A route found for a path, and how specific its name is: the higher, the more. */
+interface Found<T> {
+  readonly route: T;
+  readonly rank: number;
+}
+
+/** The rank of an exact name: above any prefix's (a prefix ranks by its length and method). */
+const EXACT_RANK = Number.MAX_SAFE_INTEGER - 1;
 
 /** A request target's scheme and authority (`http://host:port`): its absolute form (RFC 9112 §3.2.2). */
 const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i;
@@ -126,7 +154,23 @@ function pathOf(target: string): string {
   return url.slice(0, end);
 }
 
-/** Lower case, percent-escapes decoded, repeated and trailing slashes dropped. */
+/** A target a URL parser may route elsewhere: a dot segment, or `//` (a slash or backslash) in front. */
+const RESOLVABLE = /[/\\]\.|%2e|^[/\\]{2}/i;
+
+/**
+ * The path a URL parser routes `target` to (`new URL(target, base).pathname`), normalized, when
+ * it may differ from the path as sent; else `undefined`.
+ */
+function resolvedPath(target: string): string | undefined {
+  if (!RESOLVABLE.test(target)) return undefined;
+  try {
+    return normalizePath(new URL(target, 'http://localhost').pathname);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Lower case, percent-escapes decoded, backslashes as slashes, repeated and trailing slashes dropped. */
 export function normalizePath(path: string): string {
   let out = path;
   if (out.includes('%')) {
@@ -136,7 +180,12 @@ export function normalizePath(path: string): string {
       // A malformed escape: compare it as written.
     }
   }
-  out = out.toLowerCase().replace(/\/{2,}/g, '/');
+  // A backslash is a slash to a URL parser, and to Express once a `#` sends the target through
+  // Node's legacy url.parse (`/login\\#` reaches `/login`).
+  out = out
+    .toLowerCase()
+    .replace(/\\/g, '/')
+    .replace(/\/{2,}/g, '/');
   if (out.length > 1 && out.endsWith('/')) out = out.replace(/\/+$/, '') || '/';
   return out.startsWith('/') ? out : `/${out}`;
 }

@@ -72,18 +72,36 @@ function statusOfRawRequest(url: string, method: string, target: string): Promis
   });
 }
 
+/** A limit of one login a minute, closed after the test. */
+function oneLoginAMinute(): RequestLimiter {
+  const login = new RequestLimiter({
+    store: new MemoryStore(),
+    limits: perMinute(1, { name: 'login' }),
+    failurePolicy: 'closed',
+  });
+  closers.push(() => login.close());
+  return login;
+}
+
+/** The statuses of `targets`, sent one after another as written (fetch would resolve them). */
+async function statusesOf(url: string, method: string, targets: readonly string[]): Promise<number[]> {
+  const statuses = [];
+  for (const target of targets) statuses.push(await statusOfRawRequest(url, method, target));
+  return statuses;
+}
+
 describe.each(ADAPTERS)('requests at the edges, $name', (adapter) => {
   it('an absolute-form target meets the limit of the route its path names', async () => {
-    const login = new RequestLimiter({
-      store: new MemoryStore(),
-      limits: perMinute(1, { name: 'login' }),
-      failurePolicy: 'closed',
-    });
-    closers.push(() => login.close());
-    const { url } = await adapter.start({ routes: { 'POST /login': login } } as ContractOptions);
-    const statuses = [];
-    for (let i = 0; i < 3; i++) statuses.push(await statusOfRawRequest(url, 'POST', `${url}/login`));
-    expect(statuses).toEqual([200, 429, 429]);
+    const { url } = await adapter.start({ routes: { 'POST /login': oneLoginAMinute() } } as ContractOptions);
+    expect(await statusesOf(url, 'POST', [`${url}/login`, `${url}/login`, `${url}/login`])).toEqual([
+      200, 429, 429,
+    ]);
+  });
+
+  it('a backslash meets the limit of the path it spells with a slash', async () => {
+    const { url } = await adapter.start({ routes: { 'POST /login': oneLoginAMinute() } } as ContractOptions);
+    // Express sends a target with a `#` through url.parse, which reads `\\` as `/`: `/login/`.
+    expect(await statusesOf(url, 'POST', ['/login', '/login\\#x', '/LOGIN\\'])).toEqual([200, 429, 429]);
   });
 
   it('a client gone before its decision came: skipFailedRequests gives its tokens back', async () => {
@@ -120,5 +138,16 @@ describe.each(ADAPTERS)('requests at the edges, $name', (adapter) => {
       process.off('warning', onWarning);
     }
     expect(warnings).toContain('TL_HTTP_REWARD_FAILED');
+  });
+});
+
+describe('node:http, whose app routes by `new URL(req.url, base)` as Node documents', () => {
+  const node = ADAPTERS.find((adapter) => adapter.name === 'node:http')!;
+
+  it('a spelling the URL parser resolves to a route meets its limit', async () => {
+    const { url } = await node.start({ routes: { 'POST /login': oneLoginAMinute() } } as ContractOptions);
+    // Each reaches the app as /login: the authority of `//evil`, and the dot segments, are read away.
+    const spellings = ['//evil/login', '/x/../login', '/x/%2e%2E/login', '/\\evil/login', '/./login'];
+    expect(await statusesOf(url, 'POST', ['/login', ...spellings])).toEqual([200, 429, 429, 429, 429, 429]);
   });
 });

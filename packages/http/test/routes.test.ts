@@ -107,6 +107,36 @@ describe('RouteTable', () => {
     expect(normalizePath('/bad%zz')).toBe('/bad%zz');
   });
 
+  it('reads a backslash as a slash: a URL parser does, and Express once a `#` sends the target through url.parse', () => {
+    for (const url of ['/login\\', '/login\\#x', '/LOGIN\\?x=1']) expect(find('GET', url), url).toBe(login);
+    expect(find('GET', '/api\\items')).toBe(api);
+  });
+
+  it('also looks up the path a URL parser routes, when the router may be one, and takes a limit over none', () => {
+    const parsed = table<unknown>({ 'POST /login': postLogin, '/api/*': api, '/health': false });
+    const spellings = [
+      '//evil/login',
+      '/x/../login',
+      '/x/%2E%2e/login',
+      '/\\evil/login',
+      '/./login',
+      '/login/.',
+      'http://h/x/../login',
+    ];
+    for (const url of spellings) {
+      expect(parsed.find('POST', url, true), url).toBe(postLogin);
+      // Express and Fastify route them as sent, to no /login handler.
+      expect(parsed.find('POST', url), url).toBeUndefined();
+    }
+    // Of two limits, the more specific name's; a literal router keeps the path it routes.
+    expect(parsed.find('POST', '/api/../login', true)).toBe(postLogin);
+    expect(parsed.find('POST', '/api/../login')).toBe(api);
+    // An exemption the parsed path finds never lifts the limit of the path as sent, nor the default.
+    expect(parsed.find('GET', '/api/../health', true)).toBe(api);
+    expect(parsed.find('GET', '/x/../health', true)).toBeUndefined();
+    expect(parsed.find('GET', '/api/./items', true)).toBe(api);
+  });
+
   it('answers undefined when no route names the request', () => {
     expect(table({ '/login': login }).find('GET', '/other')).toBeUndefined();
   });
