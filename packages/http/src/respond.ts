@@ -29,8 +29,19 @@ export function writeOutcome(res: ServerResponse, outcome: RateLimitOutcome, han
  * connection closed before the response ended counts as failed.
  */
 export function settleOnClose(res: ServerResponse, settle: (succeeded: boolean) => void): void {
-  const settleNow = () => settle(res.writableFinished && res.statusCode < 400);
+  let settled = false;
+  const settleNow = () => {
+    if (settled) return;
+    settled = true;
+    settle(res.writableFinished && res.statusCode < 400);
+  };
   // The client left while the decision was awaited: 'close' has been and gone.
-  if (res.closed) settleNow();
-  else res.once('close', settleNow);
+  if (res.closed) return settleNow();
+  res.once('close', settleNow);
+  // A response queued behind another on a pipelined connection is never given the socket, and
+  // never closes when the client leaves: only its request does, on a socket already destroyed.
+  const req = res.req as ServerResponse['req'] | undefined;
+  req?.once('close', () => {
+    if (req.socket?.destroyed) settleNow();
+  });
 }

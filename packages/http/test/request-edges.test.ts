@@ -13,7 +13,7 @@ import {
   perMinute,
 } from '@tiered-limiter/core';
 import { MemoryStore, RequestLimiter } from '@tiered-limiter/local';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ADAPTERS, type ContractOptions, closeApps } from './adapters.js';
 import { tokensIn } from './helpers.js';
 
@@ -117,6 +117,36 @@ describe.each(ADAPTERS)('requests at the edges, $name', (adapter) => {
     // The decision lands 150 ms later, admitted, on a response already closed: a failed one.
     await sleep(400);
     expect(await tokensIn(store, '127.0.0.1', [API])).toBe(3);
+  });
+
+  it('a pipelined request queued behind one whose client leaves: skipFailedRequests gives its tokens back', async () => {
+    const store = new MemoryStore();
+    const limiter = new RequestLimiter({ store, limits: API, failurePolicy: 'open' });
+    closers.push(() => limiter.close());
+    const reward = vi.spyOn(limiter, 'reward');
+    const app = await adapter.start({ limiter, skipFailedRequests: true } as ContractOptions);
+    const { hostname, port } = new URL(app.url);
+    // Two requests in one write: /items is answered while /stall holds the connection, so its
+    // response waits in Node's queue and is never given the socket.
+    const socket = connect(Number(port), hostname, () => {
+      socket.write('GET /stall HTTP/1.1\r\nHost: x\r\n\r\nGET /items HTTP/1.1\r\nHost: x\r\n\r\n');
+    });
+    socket.on('error', () => undefined);
+    await until(() => app.handled() === 2);
+    expect(app.handled()).toBe(2);
+    socket.destroy();
+    await until(() => app.abandoned() > 0);
+    let tokens = 0;
+    for (let i = 0; i < 100 && tokens !== 3; i++) {
+      await sleep(10);
+      tokens = await tokensIn(store, '127.0.0.1', [API]);
+    }
+    expect(tokens).toBe(3);
+    // Once each: the request's close and its response's, both seen, give back once.
+    expect(reward.mock.calls).toEqual([
+      ['127.0.0.1', 1],
+      ['127.0.0.1', 1],
+    ]);
   });
 
   it('a limiter closed while a response runs: the refund warns, nothing throws', async () => {
