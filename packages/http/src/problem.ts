@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http';
 import type { Decision } from '@tiered-limiter/core';
 import { PROBLEM_CONTENT_TYPE } from './defaults.js';
 
@@ -39,7 +40,9 @@ export type ProblemOption = Partial<ProblemDocument> | ((denial: Denial) => Prob
 /**
  * The default body of a denial: `about:blank` with the status's title and a sentence saying
  * when to retry. A `closed`-policy denial does not say why the limiter is unavailable: a
- * client has no use for that, and an attacker would.
+ * client has no use for that, and an attacker would. The title is the status's reason phrase, as
+ * RFC 9457 §4.2.1 asks of `about:blank` (`Forbidden` for a `statusCode` of 403), and is left out
+ * for a status with none.
  *
  * @example
  * defaultProblem({ decision, status: 429, retryAfterSeconds: 2 });
@@ -49,7 +52,7 @@ export function defaultProblem(denial: Denial): ProblemDocument {
   const unavailable = denial.status === 503;
   return {
     type: 'about:blank',
-    title: unavailable ? 'Service Unavailable' : 'Too Many Requests',
+    title: STATUS_CODES[denial.status],
     status: denial.status,
     detail: unavailable
       ? `This route is unavailable for a moment; retry in ${denial.retryAfterSeconds} s.`
