@@ -45,6 +45,8 @@ interface PrefixRoute<T> {
 }
 
 const METHOD = /^([A-Za-z]+)\s+(\S+)$/;
+/** A query, a fragment, a `:param` segment, or a `*` that is not a final `/*`. */
+const NEVER_MATCHES = /[?#]|\/:|\*(?!$)|[^/]\*$/;
 
 /** The compiled `routes` option: finds a request's route limit in one map lookup or a short scan. */
 export class RouteTable<T> {
@@ -62,6 +64,14 @@ export class RouteTable<T> {
       const method = match ? match[1]!.toUpperCase() : undefined;
       const path = match ? match[2]! : name.trim();
       if (!path.startsWith('/')) throw new ConfigError(`routes['${name}']`, name, "a path starting with '/'");
+      // Names match paths literally, and a request's path has no query: such a name never matched.
+      if (NEVER_MATCHES.test(path)) {
+        throw new ConfigError(
+          `routes['${name}']`,
+          name,
+          'a literal path: no query or fragment, no `:param`, and no `*` but a final `/*` (a prefix)',
+        );
+      }
       if (path.endsWith('/*')) {
         const prefix = normalizePath(path.slice(0, -2));
         if (this.#prefixes.some((p) => p.method === method && p.prefix === prefix)) collides(name);

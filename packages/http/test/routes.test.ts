@@ -148,5 +148,10 @@ describe('RouteTable', () => {
     expect(() => table({ 'GET /a/*': login, 'get /A/*': login })).toThrow(/routes\['get \/A\/\*'\]/);
     expect(() => table({ 'GET /login': login, 'POST /login': login, '/login': login })).not.toThrow();
     expect(() => new RouteTable([] as never, () => 0)).toThrow(/`routes`/);
+    // Names no request path can match (paths are literal, and compared without their query).
+    for (const name of ['/search?q=x', 'GET /users/:id', '/api*', '/a/*/b', '/page#top']) {
+      expect(() => table({ [name]: login }), name).toThrow(`routes['${name}']`);
+    }
+    expect(() => table({ '/*': login, '/v1/models/x:predict': login, 'GET /api/*': login })).not.toThrow();
   });
 });
