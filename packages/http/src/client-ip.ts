@@ -3,8 +3,11 @@ import { ArgumentError } from '@tiered-limiter/core';
 import { UNKNOWN_CLIENT_KEY } from './defaults.js';
 
 const MAPPED_V4 = /^::ffff:(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})$/i;
-/** A forwarded hop with a port: `192.0.2.9:1234` or `[2001:db8::1]:443` (some proxies write it so). */
-const WITH_PORT = /^(?:\[([0-9a-f:.]+)\]|(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})):\d+$/i;
+/**
+ * A forwarded hop with a port, `192.0.2.9:1234` or `[2001:db8::1]:443`, or an IPv6 one in brackets
+ * without (`[2001:db8::1]`): some proxies write them so.
+ */
+const WITH_PORT = /^(?:\[([0-9a-f:.]+)\](?::\d+)?|(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}):\d+)$/i;
 
 /**
  * The client's IP address: the socket's peer, or, with `trustProxy` hops, the address the
@@ -14,8 +17,8 @@ const WITH_PORT = /^(?:\[([0-9a-f:.]+)\]|(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})):\
  * received from. With 1 (one load balancer), the last entry of `X-Forwarded-For` is the client;
  * with 2, the one before it; entries further left are whatever the client wrote, and never
  * read. An IPv4 address seen through an IPv6 socket (`::ffff:192.0.2.1`) is given as IPv4, so
- * a client has one key whichever way it connected; a forwarded hop's port (`192.0.2.9:1234`,
- * `[2001:db8::1]:443`) is dropped, so one client is one key whatever port it came from. A
+ * a client has one key whichever way it connected; a forwarded hop's port and brackets (`192.0.2.9:1234`,
+ * `[2001:db8::1]:443`, `[2001:db8::1]`) are dropped, so one client is one key whatever port it came from. A
  * closed socket gives `'unknown'`. The default key is `ipKey(clientIp(req, trustProxy), ipv6Subnet)`.
  *
  * @example

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { perSecond } from '@tiered-limiter/core';
-import { clientIp } from '@tiered-limiter/http';
+import { clientIp, ipKey } from '@tiered-limiter/http';
 import { describe, expect, it } from 'vitest';
 import { normalizePath, RouteTable } from '../src/routes.js';
 
@@ -45,6 +45,12 @@ describe('clientIp', () => {
     expect(clientIp(message('10.0.0.1', '192.0.2.9:1234'), 1)).toBe('192.0.2.9');
     expect(clientIp(message('10.0.0.1', '[2001:db8:2::1]:443'), 1)).toBe('2001:db8:2::1');
     expect(clientIp(message('10.0.0.1', '2001:db8:2::1'), 1)).toBe('2001:db8:2::1');
+  });
+
+  it('drops the brackets of a forwarded IPv6 hop without a port, so it keys by its /56 as the bare one does', () => {
+    const forwarded = clientIp(message('10.0.0.1', '198.51.100.1, [2001:db8:2::1]'), 1);
+    expect(forwarded).toBe('2001:db8:2::1');
+    expect(ipKey(forwarded)).toBe('2001:db8:2::/56');
   });
 });
 
