@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import {
+  cpSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -102,6 +103,26 @@ export async function packWorkspace(label: string): Promise<PackedWorkspace> {
 /** The manifest of an installed package, as it was packed. */
 export function installedManifest(project: string, name: string): Manifest {
   return JSON.parse(readFileSync(join(project, 'node_modules', name, 'package.json'), 'utf8'));
+}
+
+/**
+ * A second consumer project beside `packed.project`, for a user who installed none of the optional
+ * peers (ioredis, redis, iovalkey, express, fastify, @opentelemetry/api): each package copied (not
+ * linked, so that nothing resolves from the first project) with only its `dependencies` linked.
+ */
+export function bareProject(packed: PackedWorkspace): string {
+  const project = join(dirname(packed.project), 'bare');
+  mkdirSync(join(project, 'node_modules'), { recursive: true });
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'bare', private: true }));
+  for (const tarball of packed.tarballs) {
+    const installed = join(packed.project, 'node_modules', tarball.name);
+    cpSync(installed, join(project, 'node_modules', tarball.name), { recursive: true });
+    for (const dep of Object.keys(installedManifest(packed.project, tarball.name).dependencies ?? {})) {
+      if (dep.startsWith('@tiered-limiter/')) continue;
+      link(join(project, 'node_modules', dep), realpathSync(join(packed.project, 'node_modules', dep)));
+    }
+  }
+  return project;
 }
 
 async function install(project: string, tarball: Tarball): Promise<void> {
