@@ -36,7 +36,10 @@ export function settleOnClose(res: ServerResponse, settle: (succeeded: boolean) 
     settle(res.writableFinished && res.statusCode < 400);
   };
   // The client left while the decision was awaited: 'close' has been and gone.
-  if (res.closed) return settleNow();
+  if (res.closed) {
+    settleNow();
+    return;
+  }
   res.once('close', settleNow);
   // A response queued behind another on a pipelined connection is never given the socket, and
   // never closes when the client leaves: only its request does, on a socket already destroyed.
