@@ -81,8 +81,9 @@ describe('MemoryStore under instances that disagree on a capacity (docs/ACCURACY
     const store = new MemoryStore({ clock });
     const four = defineLimit({ capacity: 4, refillPerSecond: 5, name: 'x' });
     const three = defineLimit({ capacity: 3, refillPerSecond: 5, name: 'x' });
-    expect(await store.apply({ key: 'k', limits: [four], take: 4 })).toMatchObject({ ok: true });
-    expect(await store.apply({ key: 'k', limits: [three], take: 1 })).toMatchObject({ ok: false });
+    expect(await store.apply({ key: 'k', limits: [four], take: 3 })).toMatchObject({ ok: true });
+    // The last op that changed the bucket says its capacity, as the last write sets Redis's TTL.
+    expect(await store.apply({ key: 'k', limits: [three], take: 1 })).toMatchObject({ ok: true });
     // Full by 3 at 600 ms: an op on another key sweeps it away.
     clock.advance(600);
     await store.apply({ key: 'other', limits: [four], take: 1 });
@@ -111,5 +112,24 @@ describe('MemoryStore after a change of rate', () => {
     // 401 ms at 5/s: 2.005 tokens, 0.005 after the take, full 599 ms later.
     expect(replies[0]).toMatchObject({ ok: true, remaining: 0, resetMs: 599 });
     expect(replies[1]).toEqual(replies[0]);
+  });
+
+  it('keeps a bucket as it was through an op that changes nothing (a peek, a refusal), as Redis does', async () => {
+    const quick = defineLimit({ capacity: 100, refillPerSecond: 1_000, name: 'x' });
+    const crawl = defineLimit({ capacity: 100, refillPerSecond: 0.001, name: 'x' });
+    for (const look of [{}, { take: 100 }]) {
+      const clock = new FakeClock(0);
+      const store = new MemoryStore({ clock });
+      await store.apply({ key: 'k', limits: [quick], take: 100 });
+      clock.advance(30);
+      // 30 tokens at the old rate: the peek finds them, the take of 100 does not pass.
+      expect(await store.apply({ key: 'k', limits: [quick], ...look })).toMatchObject({ ok: !look.take });
+      clock.advance(1);
+      // Redis wrote nothing for the look, so the new rate refills the whole 31 ms: 0.000031 tokens.
+      expect(await store.apply({ key: 'k', limits: [crawl], take: 1 })).toMatchObject({
+        ok: false,
+        remaining: 0,
+      });
+    }
   });
 });

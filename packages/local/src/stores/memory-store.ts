@@ -99,15 +99,21 @@ export class MemoryStore implements GlobalStore {
     const states: SharedBucketState[] = [];
     for (const spec of limits) {
       const entry = this.#buckets.get(entryKey(op.key, spec));
-      states.push(entry === undefined ? freshSharedBucket(spec, now) : entry.state);
+      states.push(entry === undefined ? freshSharedBucket(spec, now) : copyOf(entry.state));
     }
     const reply = applyBucketOp(states, limits, op, now);
-    limits.forEach((spec, i) => {
-      const id = entryKey(op.key, spec);
-      const state = states[i]!;
-      if (isSharedBucketFull(state, spec)) this.#buckets.delete(id);
-      else this.#buckets.set(id, { state, spec });
-    });
+    // Kept only when the op changed the buckets, as `apply.lua` writes only those. A peek or a
+    // refusal kept here settled the bucket by its limits: after a peek at 1,000/s and a change to
+    // 0.001/s, 30 ms on, a take found the 30 tokens the old rate gave, where Redis refills the whole
+    // gap at the new rate and has 0.00003.
+    if (changesBuckets(op, reply)) {
+      limits.forEach((spec, i) => {
+        const id = entryKey(op.key, spec);
+        const state = states[i]!;
+        if (isSharedBucketFull(state, spec)) this.#buckets.delete(id);
+        else this.#buckets.set(id, { state, spec });
+      });
+    }
     this.#sweep(now);
     return Promise.resolve(reply);
   }
@@ -163,11 +169,11 @@ export class MemoryStore implements GlobalStore {
 }
 
 /**
- * Whether `state` would be full with nothing on lease at `nowUs` under `spec`, the spec of its
- * last op, read on a copy: the sweep must not settle the bucket itself. Settled here, a bucket
- * refilled by its last op's rate between ops, where Redis refills the whole gap at the next op's
- * (a rate lowered from 6/s to 5/s gave 2 tokens where Redis has 1.81). Dropping it when full by
- * the old spec is what Redis's TTL, set by the last op, does too.
+ * Whether `state` would be full with nothing on lease at `nowUs` under `spec`, the spec of the
+ * last op that changed it, read on a copy: the sweep must not settle the bucket itself. Settled
+ * here, a bucket refilled by that op's rate between ops, where Redis refills the whole gap at the
+ * next op's (a rate lowered from 6/s to 5/s gave 2 tokens where Redis has 1.81). Dropping it when
+ * full by the old spec is what Redis's TTL, set by the op that last wrote the key, does too.
  */
 function refilledBy(state: SharedBucketState, spec: LimitSpec, nowUs: number): boolean {
   const last = state.held.at(-1);
@@ -180,6 +186,24 @@ function refilledBy(state: SharedBucketState, spec: LimitSpec, nowUs: number): b
   };
   settleSharedBucket(copy, spec, nowUs);
   return isSharedBucketFull(copy, spec);
+}
+
+/**
+ * A bucket to apply an op to: its own list of generations, which settling shortens. The
+ * generations themselves change only under reports and leases, which `changesBuckets` keeps.
+ */
+function copyOf(state: SharedBucketState): SharedBucketState {
+  return { tokens: state.tokens, updatedAtUs: state.updatedAtUs, held: state.held.slice() };
+}
+
+/** Whether `apply.lua` would write the buckets of `op`: it reported, credited, debited or was granted tokens. */
+function changesBuckets(op: BucketOp, reply: BucketReply): boolean {
+  return (
+    reply.granted > 0 ||
+    (op.reports !== undefined && op.reports.length > 0) ||
+    (op.credit ?? 0) > 0 ||
+    (op.debit ?? 0) > 0
+  );
 }
 
 function entryKey(key: string, spec: LimitSpec): string {
