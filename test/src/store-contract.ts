@@ -9,6 +9,7 @@ import {
 } from '@tiered-limiter/core';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { sleepAtLeast, sleepUntil, stopwatch } from './real-time.js';
+import { describeStoreEdges } from './store-contract-edges.js';
 
 /** 100 tokens, 10 per second: the example; one token every 100 ms. */
 const hundred = defineLimit({ capacity: 100, refillPerSecond: 10, name: 'hundred' });
@@ -508,6 +509,8 @@ export function describeStoreContract(
       expect(await take(key, [five], 2)).toMatchObject({ ok: true, remaining: 3 });
       expect(await take(key, [ten], 1)).toMatchObject({ ok: true, remaining: 2 });
     });
+
+    describeStoreEdges(() => store, fresh, quickly);
   });
 }
 

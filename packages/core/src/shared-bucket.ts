@@ -214,7 +214,9 @@ export function applyBucketOp(
   let generation = 0;
   let need = 1;
   let decided = false;
-  if (op.take !== undefined) {
+  // A take or a lease of no tokens (0, negative, NaN) is a peek, as `apply.lua` reads it: taken
+  // here, a take of −1 put a token in a full bucket, past its capacity.
+  if (op.take !== undefined && op.take > 0) {
     need = op.take;
     decided = true;
     let ok = true;
@@ -224,7 +226,7 @@ export function applyBucketOp(
       for (let i = 0; i < n; i++) takeFrom(states[i]!, need);
       granted = need;
     }
-  } else if (op.reserve !== undefined) {
+  } else if (op.reserve !== undefined && op.reserve.want > 0) {
     const { want, min, holdMs } = op.reserve;
     need = min;
     decided = true;

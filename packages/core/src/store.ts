@@ -1,3 +1,4 @@
+import { MAX_WAIT_MS } from './bucket.js';
 import { ArgumentError, ConfigError } from './errors.js';
 import type { LimitSpec } from './limit.js';
 
@@ -26,6 +27,7 @@ export interface ReserveRequest {
    * Milliseconds, on the store's clock, the store holds the granted tokens against the bucket's
    * room before releasing them as spent. Longer than the lease lives at its holder, so that a
    * token is always spent (or handed back) before the store lets the bucket refill its room.
+   * At most `MAX_WAIT_MS`; a store refuses a longer hold.
    */
   readonly holdMs: number;
 }
@@ -49,9 +51,9 @@ export interface BucketOp {
   readonly credit?: number | undefined;
   /** Tokens to take regardless of what is there (into debt at most a capacity deep; never lifting a deeper debt). */
   readonly debit?: number | undefined;
-  /** Tokens to take from every limit if all have them, else none. */
+  /** Tokens to take from every limit if all have them, else none. 0 or fewer: a peek. */
   readonly take?: number | undefined;
-  /** A lease to grant. Not together with `take`. */
+  /** A lease to grant. Not together with `take`. A `want` of 0 or fewer: a peek. */
   readonly reserve?: ReserveRequest | undefined;
   /**
    * Milliseconds of refill the `take` or `reserve` may borrow: it may take up to `rate × aheadMs`
@@ -107,8 +109,8 @@ export interface CallerWait {
 export interface GlobalStore {
   /**
    * Applies one op atomically and replies for it. Rejects, never throws, with an `ArgumentError`
-   * for an op that is not an object, a key that is not a string, or `limits` that are not a
-   * non-empty array (`refusedOp`). `wait` says whether the caller still waits for
+   * for an op that is not an object, a key that is not a string, `limits` that are not a
+   * non-empty array, or a number that is not finite or a hold past `MAX_WAIT_MS` (`refusedOp`). `wait` says whether the caller still waits for
    * the reply: a store that queues ops may drop one its caller gave up on before it was sent, and
    * reject it with `StoreWithdrawnError`, since sent then it could only count its tokens after the
    * caller's failure policy decided the request (twice, under `local`).
@@ -158,7 +160,8 @@ export function assertStore(store: unknown): GlobalStore {
 
 /**
  * Why a store refuses `op` before it reaches a bucket, or `undefined`: not an object, a `key` that
- * is not a string, or `limits` that are not a non-empty array. A store rejects with it, never
+ * is not a string, `limits` that are not a non-empty array, or a number (of `take`, `credit`,
+ * `debit`, `aheadMs`, `reserve` or `reports`) that is not finite. A store rejects with it, never
  * throws: a store method is called on a request's path, where a synchronous throw escapes the
  * caller's `.catch` (on a Cluster, empty `limits` threw a `TypeError` so; on one server a take on
  * no limit was admitted). The limits themselves are `defineLimit`'s, checked by the limiters.
@@ -166,8 +169,59 @@ export function assertStore(store: unknown): GlobalStore {
 export function refusedOp(op: unknown): ArgumentError | undefined {
   if (op === null || typeof op !== 'object') return new ArgumentError('op', op, 'a BucketOp object');
   const { key, limits } = op as BucketOp;
-  return refusedKeyLimits(key, limits);
+  return refusedKeyLimits(key, limits) ?? refusedNumbers(op as BucketOp);
 }
+
+/**
+ * Why a store refuses the numbers of `op`, or `undefined`. JSON carries NaN and Infinity to
+ * `apply.lua` (its `cjson` reads both): a lease held for `Infinity` ms looped for ever there, Redis
+ * answering every client BUSY until a `SCRIPT KILL`, and in `MemoryStore` it hung the process; a
+ * report of NaN tokens failed the call on Redis, every op coalesced into it with it, and was taken
+ * as a hand-back of the whole lease by `MemoryStore`. A lease held longer than `MAX_WAIT_MS` (a
+ * finite 1e300 ms) made a TTL Redis refuses, which failed the call too, after the script had written
+ * the keys of the ops before it: a take coalesced with it was taken, and its caller told it failed.
+ */
+function refusedNumbers(op: BucketOp): ArgumentError | undefined {
+  const { take, credit, debit, aheadMs, reserve, reports } = op;
+  if (!finiteOrAbsent(take)) return notFinite('take', take);
+  if (!finiteOrAbsent(credit)) return notFinite('credit', credit);
+  if (!finiteOrAbsent(debit)) return notFinite('debit', debit);
+  if (!finiteOrAbsent(aheadMs)) return notFinite('aheadMs', aheadMs);
+  if (
+    reserve !== undefined &&
+    (reserve === null ||
+      typeof reserve !== 'object' ||
+      !finite(reserve.want) ||
+      !finite(reserve.min) ||
+      !finite(reserve.holdMs) ||
+      reserve.holdMs > MAX_WAIT_MS)
+  ) {
+    return new ArgumentError(
+      'reserve',
+      reserve,
+      `an object of finite want, min and holdMs (at most ${MAX_WAIT_MS})`,
+    );
+  }
+  if (reports !== undefined) {
+    if (!Array.isArray(reports)) return new ArgumentError('reports', reports, 'an array of lease reports');
+    for (const r of reports) {
+      if (
+        r === null ||
+        typeof r !== 'object' ||
+        !finite(r.generation) ||
+        !finite(r.spent) ||
+        !finite(r.returned)
+      ) {
+        return new ArgumentError('reports', r, 'reports of finite generation, spent and returned');
+      }
+    }
+  }
+  return undefined;
+}
+
+const finite = (value: unknown): boolean => typeof value === 'number' && Number.isFinite(value);
+const finiteOrAbsent = (value: unknown): boolean => value === undefined || finite(value);
+const notFinite = (field: string, value: unknown) => new ArgumentError(field, value, 'a finite number');
 
 /** Why a store refuses `key` and `limits` (`refusedOp`), or `undefined`. */
 export function refusedKeyLimits(key: unknown, limits: unknown): ArgumentError | undefined {

@@ -280,8 +280,9 @@ for e = 1, args[1] do
     local set = sets[set_index]
     local flags = args[at_arg + 1]
     local st = nil
-    -- flags 1: a take; 17: a take with aheadMs
-    if set.n == 1 and (flags == 1 or flags == 17) then
+    -- flags 1: a take; 17: a take with aheadMs. A take of no tokens is a peek, apply_entry's:
+    -- taken here, a take of -1 put a token in a full bucket, past its capacity.
+    if set.n == 1 and (flags == 1 or flags == 17) and args[at_arg + 2] > 0 then
       st = load(KEYS[at_key])
       if #st.held > 0 then st = nil end
     end
