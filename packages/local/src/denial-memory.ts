@@ -106,13 +106,20 @@ export class DenialMemory {
    * the wait (a reward may have given a token; after a penalty it said 500 ms where the store says
    * 1,500). Should `adjust` not land, the denial is kept again unless a newer one came meanwhile:
    * nothing changed, and without it the next request went to the failing store for its policy.
+   * `adjust` calls `landedLate` when its op lands after all (its call timed out on the way): the
+   * denial kept again goes then, as it would have had the reward been answered in time (kept, the
+   * key was turned away here for its whole wait, 1,000 s in the test, with the token in the store).
    */
-  around(key: string, adjust: () => Promise<boolean>): Promise<boolean> {
+  around(key: string, adjust: (landedLate: () => void) => Promise<boolean>): Promise<boolean> {
     const denial = this.forget(key);
-    const landed = adjust();
-    if (denial === undefined) return landed;
+    if (denial === undefined) return adjust(() => {});
+    let late = false;
+    const landed = adjust(() => {
+      late = true;
+      if (this.#denials.get(key) === denial) this.#denials.delete(key);
+    });
     return landed.then((ok) => {
-      if (!ok && !this.#denials.has(key)) this.#denials.set(key, denial);
+      if (!ok && !late && !this.#denials.has(key)) this.#denials.set(key, denial);
       return ok;
     });
   }

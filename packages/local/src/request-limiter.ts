@@ -1,25 +1,15 @@
 import { EventEmitter } from 'node:events';
-import type {
-  BucketOp,
-  Clock,
-  Decision,
-  Limiter,
-  LimiterEvents,
-  LimiterStats,
-  LimitSpec,
-} from '@tiered-limiter/core';
+import type { BucketOp, Clock, Decision, Limiter, LimiterEvents, LimitSpec } from '@tiered-limiter/core';
 import { ClosedError, ConfigError, denyDecision, internal } from '@tiered-limiter/core';
 import { assertBlockMs, BlockList } from './block-list.js';
 import { DenialMemory } from './denial-memory.js';
-import {
-  decisionOf,
-  GuardedStore,
-  STORE_LIMITER_OPTION_NAMES,
-  type StoreLimiterOptions,
-} from './guard/guarded-store.js';
+import { decisionOf, GuardedStore, STORE_LIMITER_OPTION_NAMES } from './guard/guarded-store.js';
 import { InFlight } from './in-flight.js';
 import { assertTokens } from './management.js';
+import type { RequestLimiterOptions, RequestLimiterStats } from './request-limiter-types.js';
 import { resolveMaxKeys } from './table.js';
+
+export type { RequestLimiterOptions, RequestLimiterStats } from './request-limiter-types.js';
 
 const {
   assertBoolean,
@@ -31,48 +21,6 @@ const {
   smallestCapacity,
   tightestWhenFull,
 } = internal;
-
-/** Options of `RequestLimiter`. */
-export interface RequestLimiterOptions extends StoreLimiterOptions {
-  /**
-   * Keys `block()` remembers at most (the only per-key state this limiter keeps in process, with
-   * the denials `rememberDenials` keeps and the keys last reset, rewarded or penalised it notes
-   * for them, as many each).
-   * @default 100_000
-   */
-  maxKeys?: number;
-  /**
-   * Turns a key the store turned away (a cost of 1) away in process, with no store op, until a
-   * token could pass (rate-limiter-flexible's `inMemoryBlockOnConsumed`). It never admits more:
-   * at worst a key stays turned away until its wait is over after another instance reset it or
-   * gave tokens back. Off by default: an operator's `reset` of a locked-out login on one
-   * instance should reach every instance at once.
-   * @default false
-   */
-  rememberDenials?: boolean;
-}
-
-/** Counters of a `RequestLimiter` since it was made. */
-export interface RequestLimiterStats extends LimiterStats {
-  /** Decisions by the tier that made them (`local`: a key blocked in process). */
-  readonly decisions: {
-    /** Decided by a store call. */
-    readonly global: number;
-    /** Decided by the failure policy. */
-    readonly fallback: number;
-    /** Decided in process: a blocked key, or (`rememberDenials`) one the store turned away. */
-    readonly local: number;
-  };
-  /**
-   * Operations sent to the store. A store that coalesces (`RedisStore`) carries many in one call;
-   * its own `stats().calls` counts the round trips.
-   */
-  readonly storeOps: number;
-  /** Store calls that failed or timed out. */
-  readonly storeFailures: number;
-  /** Milliseconds spent degraded (store considered down), the current spell included. */
-  readonly fallbackMs: number;
-}
 
 /**
  * The per-request tier: every decision is one atomic store op (on Redis, a key-op inside a
@@ -168,7 +116,10 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
     return this.#look(key, this.#limits);
   }
 
-  /** Forgets `key` in the store (and lifts a block); resolves whether the store did it. */
+  /**
+   * Forgets `key` in the store (and lifts a block); resolves whether the store did it in time (a
+   * reset still queued or on its way when it timed out may run later).
+   */
   reset(key: string): Promise<boolean> {
     this.#check(key);
     this.#blocked.unblock(key);
@@ -285,12 +236,26 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
 
   /** A reward or penalty of `key`, with its remembered denial forgotten meanwhile (`DenialMemory.around`). */
   #adjust(key: string, op: BucketOp): Promise<boolean> {
-    const manage = () => this.#manage(op);
-    return this.#denials === undefined ? manage() : this.#denials.around(key, manage);
+    if (this.#denials === undefined) return this.#manage(op);
+    return this.#denials.around(key, (landedLate) => this.#manage(op, landedLate));
   }
 
-  #manage(op: BucketOp): Promise<boolean> {
-    return this.#calls.track(this.#store.send(() => this.#sent(op))).then((result) => result.ok);
+  /** Sends `op`; `landedLate` is called if it lands after the guard gave up on it (it was on its way). */
+  #manage(op: BucketOp, landedLate?: () => void): Promise<boolean> {
+    const store = this.#store;
+    const sent = store.guard.run((wait) => {
+      const applied = store.store.apply(this.#sent(op), wait);
+      if (landedLate !== undefined) {
+        void applied.then(
+          () => {
+            if (wait.gaveUp) landedLate();
+          },
+          () => {},
+        );
+      }
+      return applied;
+    });
+    return this.#calls.track(sent).then((result) => result.ok);
   }
 
   #sent(op: BucketOp): BucketOp {

@@ -1,11 +1,12 @@
 // Why this file exists: a waiter whose try timed out went to the failure policy, and under `closed`
 // slept out its `closedRetryAfterMs` (1 s) even when the refill it had sent landed a moment later
 // and left its grant on the key's lease: the tokens sat there while the waiter slept beside them.
-import { type BucketReply, defineLimit, type GlobalStore } from '@tiered-limiter/core';
+import { defineLimit } from '@tiered-limiter/core';
 import { type AcquireResult, MemoryStore, TieredLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { advanceStepwise } from './fake-time.js';
+import { answeringLate } from './late-replies.js';
 
 /** How late the store answers: past the limiter's timeout, well within the policy's retry. */
 const LATE_MS = 200;
@@ -30,18 +31,6 @@ afterEach(async () => {
 /** Moves the limiters' clock and the faked timers together, a millisecond at a time. */
 const advance = (ms: number): Promise<void> => advanceStepwise(clock, ms);
 
-/** A store that runs each op at once and answers it `LATE_MS` later, while `late.on`. */
-function lateStore(inner: MemoryStore, late: { on: boolean }): GlobalStore {
-  return {
-    apply(op) {
-      const reply = inner.apply(op);
-      if (!late.on) return reply;
-      return new Promise<BucketReply>((resolve) => setTimeout(() => resolve(reply), LATE_MS));
-    },
-    reset: (key, limits) => inner.reset(key, limits),
-  };
-}
-
 describe.each([
   // A period of 556 ms: the grant, good from its send for about a period, still lives when it lands.
   ['with the periodic sync', { sync: { fleetCallsPerSecond: 2 } }],
@@ -50,7 +39,7 @@ describe.each([
   it('takes the grant its refill landed on the lease once it lands, not a closedRetryAfterMs later', async () => {
     const late = { on: true };
     const limiter = new TieredLimiter({
-      store: lateStore(new MemoryStore({ clock }), late),
+      store: answeringLate(new MemoryStore({ clock }), late, LATE_MS),
       clock,
       limits: defineLimit({ capacity: 10, refillPerSecond: 10 }),
       failurePolicy: 'closed',

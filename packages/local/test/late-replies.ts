@@ -36,3 +36,18 @@ export class LateReplies implements GlobalStore {
     for (const resolve of this.#held.splice(0)) resolve();
   }
 }
+
+/**
+ * A store that runs each op on `inner` at once and answers it `lateMs` later on the (faked)
+ * `setTimeout`, while `late.on`: the op ran, and its caller's timeout may fire before the answer.
+ */
+export function answeringLate(inner: MemoryStore, late: { on: boolean }, lateMs: number): GlobalStore {
+  return {
+    apply(op) {
+      const reply = inner.apply(op);
+      if (!late.on) return reply;
+      return new Promise<BucketReply>((resolve) => setTimeout(() => resolve(reply), lateMs));
+    },
+    reset: (key, limits) => inner.reset(key, limits),
+  };
+}

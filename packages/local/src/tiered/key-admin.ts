@@ -160,16 +160,24 @@ export class KeyAdmin {
    * forgotten, and so is the denial of any reply to a call asked for before this one (the store
    * may have decided it first: kept, it turned the key away for 980 ms with a token in the
    * bucket). If the op fails, nothing changed and the denial stays, or the next request would go
-   * to the failing store and its policy would decide (`open` admitted one from an empty bucket).
+   * to the failing store and its policy would decide (`open` admitted one from an empty bucket),
+   * until the op lands after all.
    */
   #adjust(lease: Lease, adjustment: SettleOptions): Promise<boolean> {
     const deniedUntilMs = lease.deniedUntilMs;
     lease.deniedUntilMs = lease.blockedUntilMs;
     lease.forgotAsk = this.#parts.refiller.asks;
-    const settle = this.#parts.refiller.settler.settle(lease, adjustment);
+    // An op that timed out on its way may land after all: the denial kept again goes then (kept,
+    // it turned the key away here for its whole wait, 1,000 s in the test, with the token in the store).
+    let late = false;
+    const landedLate = () => {
+      late = true;
+      if (lease.deniedUntilMs === deniedUntilMs) lease.deniedUntilMs = lease.blockedUntilMs;
+    };
+    const settle = this.#parts.refiller.settler.settle(lease, adjustment, landedLate);
     // Counted until answered: close() waits for it.
     return this.#parts.calls.track(settle).then((landed) => {
-      if (!landed && deniedUntilMs > lease.deniedUntilMs) lease.deniedUntilMs = deniedUntilMs;
+      if (!landed && !late && deniedUntilMs > lease.deniedUntilMs) lease.deniedUntilMs = deniedUntilMs;
       return landed;
     });
   }

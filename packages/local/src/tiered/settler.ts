@@ -49,13 +49,24 @@ export class Settler {
   /**
    * Sends what `lease` owes the store (spends and hand-backs) with nothing asked in return, and a
    * `credit` or `debit` (`reward`, `penalty`: after the spends, so that a reward lands in the room
-   * they free). Resolves whether the store took it.
+   * they free). Resolves whether the store took it; `landedLate` is called if the op lands after the
+   * guard gave up on it (it was on its way).
    */
-  settle(lease: Lease, { credit, debit }: SettleOptions = {}): Promise<boolean> {
+  settle(lease: Lease, { credit, debit }: SettleOptions = {}, landedLate?: () => void): Promise<boolean> {
     const send = (wait: CallerWait) =>
-      this.#queue(
-        (): Promise<unknown> => this.#sendOwed(lease, credit, debit, wait) ?? Promise.resolve(NOTHING_SENT),
-      );
+      this.#queue((): Promise<unknown> => {
+        const sent = this.#sendOwed(lease, credit, debit, wait);
+        if (sent === undefined) return Promise.resolve(NOTHING_SENT);
+        if (landedLate !== undefined) {
+          void sent.then(
+            () => {
+              if (wait.gaveUp) landedLate();
+            },
+            () => {},
+          );
+        }
+        return sent;
+      });
     return this.#store.guard.run(send).then((result) => result.ok);
   }
 
