@@ -28,7 +28,11 @@ export interface TieredLimiterStats extends LimiterStats {
   readonly refunds: number;
   /** Tokens granted by the global bucket as leases. */
   readonly tokensLeased: number;
-  /** Tokens taken by takes: a sparse key's request, decided by the store with no lease kept. */
+  /**
+   * Tokens taken by takes: a sparse key's request, decided by the store with no lease kept. A take
+   * that lands after the failure policy decided its request is counted too, and stays taken under
+   * every policy (README, "When Redis fails").
+   */
   readonly tokensTaken: number;
   /** Unspent tokens handed back in reports whose call succeeded. */
   readonly tokensRefunded: number;

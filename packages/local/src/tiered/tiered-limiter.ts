@@ -206,7 +206,9 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
    * Forgets `key` everywhere: its lease here (nothing handed back) and its global buckets. Another
    * instance that remembers a denial of the key answers it until its next sync brings the full
    * bucket, or, with `sync: false`, until the denial's wait is over (a login limit of 5 a minute:
-   * up to 12 s), as `RequestLimiter.rememberDenials` does.
+   * up to 12 s), as `RequestLimiter.rememberDenials` does. Resolves `true` once the store did it,
+   * `false` when it failed or did not answer in time (a reset still queued or on its way then may
+   * run later).
    */
   reset(key: string): Promise<boolean> {
     this.#check(key);
