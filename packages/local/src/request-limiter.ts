@@ -242,20 +242,7 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
 
   /** Sends `op`; `landedLate` is called if it lands after the guard gave up on it (it was on its way). */
   #manage(op: BucketOp, landedLate?: () => void): Promise<boolean> {
-    const store = this.#store;
-    const sent = store.guard.run((wait) => {
-      const applied = store.store.apply(this.#sent(op), wait);
-      if (landedLate !== undefined) {
-        void applied.then(
-          () => {
-            if (wait.gaveUp) landedLate();
-          },
-          () => {},
-        );
-      }
-      return applied;
-    });
-    return this.#calls.track(sent).then((result) => result.ok);
+    return this.#calls.track(this.#store.send(() => this.#sent(op), landedLate)).then((result) => result.ok);
   }
 
   #sent(op: BucketOp): BucketOp {

@@ -15,7 +15,7 @@ import {
   shadowOf,
 } from '@tiered-limiter/core';
 import { FailurePolicyDecider, type FailurePolicyOptions } from './failure-policy.js';
-import { type GuardResult, StoreGuard, type StoreGuardOptions } from './store-guard.js';
+import { type GuardResult, onLandedLate, StoreGuard, type StoreGuardOptions } from './store-guard.js';
 
 const { assertBoolean, assertStore } = internal;
 
@@ -90,9 +90,16 @@ export class GuardedStore {
     this.#policy.fleetSize(live);
   }
 
-  /** Sends the op `build` makes, under the guard; `build` runs only if the op is sent. */
-  send(build: () => BucketOp): Promise<GuardResult<BucketReply>> {
-    return this.guard.run((wait) => this.store.apply(build(), wait));
+  /**
+   * Sends the op `build` makes, under the guard; `build` runs only if the op is sent. `landedLate`
+   * is called if the op lands after the guard gave up on it (`onLandedLate`).
+   */
+  send(build: () => BucketOp, landedLate?: () => void): Promise<GuardResult<BucketReply>> {
+    return this.guard.run((wait) => {
+      const applied = this.store.apply(build(), wait);
+      onLandedLate(applied, wait, landedLate);
+      return applied;
+    });
   }
 
   /** Counts `decision` and returns what the caller gets (admitted, in shadow mode). */

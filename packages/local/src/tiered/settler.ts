@@ -6,7 +6,7 @@ import {
 } from '@tiered-limiter/core';
 import type { LimitFunction } from 'p-limit';
 import type { GuardedStore } from '../guard/guarded-store.js';
-import { NOTHING_SENT } from '../guard/store-guard.js';
+import { NOTHING_SENT, onLandedLate } from '../guard/store-guard.js';
 import { allAnswered } from './all-answered.js';
 import type { Lease } from './lease.js';
 import { leaseOp, type SettleOptions, unreported } from './lease-op.js';
@@ -57,14 +57,7 @@ export class Settler {
       this.#queue((): Promise<unknown> => {
         const sent = this.#sendOwed(lease, credit, debit, wait);
         if (sent === undefined) return Promise.resolve(NOTHING_SENT);
-        if (landedLate !== undefined) {
-          void sent.then(
-            () => {
-              if (wait.gaveUp) landedLate();
-            },
-            () => {},
-          );
-        }
+        onLandedLate(sent, wait, landedLate);
         return sent;
       });
     return this.#store.guard.run(send).then((result) => result.ok);
