@@ -15,6 +15,7 @@ export {
   recommendedNodeRedisClusterOptions,
   recommendedNodeRedisOptions,
   recommendedNodeRedisReconnectStrategy,
+  recommendedNodeRedisSentinelOptions,
   recommendedSentinelOptions,
   recommendedValkeyClusterOptions,
   recommendedValkeyOptions,

@@ -27,8 +27,8 @@ const MAX_TIMER_MS = 2_147_483_647;
  * - ioredis / iovalkey `Redis`: its `ready` event (now, if it is ready already);
  * - ioredis / iovalkey `Cluster`: ready, and a connection open to every master (they open lazily,
  *   and a command for a master whose connection is still opening would fail);
- * - node-redis client or cluster: `isReady` (a client) or `isOpen` (a cluster), after your
- *   `connect()`.
+ * - node-redis client, cluster or Sentinel client: `isReady` (a client, a Sentinel client) or
+ *   `isOpen` (a cluster), after your `connect()`.
  *
  * @example
  * import { Redis } from 'ioredis';
@@ -52,7 +52,7 @@ export async function whenReady(client: object, timeoutMs = DEFAULT_READY_TIMEOU
   throw new ConfigError(
     'client',
     client,
-    'an ioredis or iovalkey Redis or Cluster, or a node-redis client or cluster',
+    'an ioredis or iovalkey Redis or Cluster, or a node-redis client, cluster or Sentinel client',
   );
 }
 

@@ -98,6 +98,34 @@ export const recommendedNodeRedisClusterOptions = Object.freeze({
 });
 
 /**
+ * node-redis v5 `createSentinel` options (add `name` and `sentinelRootNodes`): each node's client
+ * made with `recommendedNodeRedisOptions`, and `maxCommandRediscovers: 0`. By default node-redis
+ * sends a command again (up to 16 times) when it failed on a master connection that is no longer
+ * ready, a dropped connection or a failover: Redis may have run it before the connection dropped,
+ * and a take sent again counts the request twice (tested). With 0 the call fails, the limiter
+ * decides by its policy, and node-redis still moves to the master the Sentinels name. A call made
+ * while node-redis is finding the master waits for it inside node-redis whatever the options, and
+ * is sent once it is found: its tokens count then, after its policy decided the request.
+ *
+ * @example
+ * import { createSentinel } from 'redis';
+ * import { recommendedNodeRedisSentinelOptions } from '@tiered-limiter/redis';
+ *
+ * const sentinel = createSentinel({
+ *   ...recommendedNodeRedisSentinelOptions,
+ *   name: 'mymaster',
+ *   sentinelRootNodes: [{ host: '127.0.0.1', port: 26379 }],
+ * });
+ * await sentinel.connect();
+ */
+export const recommendedNodeRedisSentinelOptions = Object.freeze({
+  /** Options of the client to each node: `recommendedNodeRedisOptions`. */
+  nodeClientOptions: recommendedNodeRedisOptions,
+  /** Never send a failed call again: see above. */
+  maxCommandRediscovers: 0,
+});
+
+/**
  * Whether ioredis should reconnect after `error`: yes for `READONLY`, which a master demoted to a
  * replica answers (a failover happened under the connection). Reconnecting asks the Sentinels
  * for the new master; the failed command is not resent (it answers the failure, and the limiter

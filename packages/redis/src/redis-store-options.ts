@@ -6,10 +6,10 @@ export interface RedisStoreOptions {
   /**
    * The client: an ioredis or iovalkey `Redis` or `Cluster` (best made with
    * `recommendedRedisOptions` / `recommendedClusterOptions` / `recommendedValkeyOptions`), a
-   * node-redis v5 client or cluster (`recommendedNodeRedisOptions`,
-   * `recommendedNodeRedisClusterOptions`), connected, or a `RedisClientAdapter` for any other
-   * client. The store tells them apart by shape. It never connects, disconnects or reconfigures
-   * the client, which may be shared.
+   * node-redis v5 client, cluster or Sentinel client (`recommendedNodeRedisOptions`,
+   * `recommendedNodeRedisClusterOptions`, `recommendedNodeRedisSentinelOptions`), connected, or a
+   * `RedisClientAdapter` for any other client. The store tells them apart by shape. It never
+   * connects, disconnects or reconfigures the client, which may be shared.
    */
   redis: RedisClientLike;
   /**

@@ -20,7 +20,7 @@ export type ScriptCall = readonly (string | number)[];
  * The few things a `RedisStore` asks of a Redis client, and all it ever sends: its one script
  * (EVALSHA, and EVAL only when the server answers NOSCRIPT, which means the script did not run),
  * calls for one node together, the node serving a Cluster slot, and DEL for `reset`. The store
- * makes one from an ioredis or iovalkey `Redis`/`Cluster`, or a node-redis client or cluster, by
+ * makes one from an ioredis or iovalkey `Redis`/`Cluster`, or a node-redis client, cluster or Sentinel client, by
  * their shape; any other client can be given as an object of this shape.
  *
  * An adapter never sends a call twice: a call whose connection dropped may have run, and running
@@ -59,7 +59,7 @@ export function adapterFor(client: unknown): RedisClientAdapter {
   throw new ConfigError(
     'redis',
     client,
-    'an ioredis or iovalkey Redis or Cluster, a node-redis client or cluster, or a RedisClientAdapter',
+    'an ioredis or iovalkey Redis or Cluster, a node-redis client, cluster or Sentinel client, or a RedisClientAdapter',
   );
 }
 

@@ -14,7 +14,18 @@ interface NodeRedisClusterLike {
   readonly masters: readonly unknown[];
 }
 
-type NodeRedisLike = NodeRedisClientLike | NodeRedisClusterLike;
+/**
+ * What the store uses of a node-redis v5 Sentinel client (`createSentinel`): its `sendCommand`
+ * takes whether the command only reads first (`false` sends it to the master), as a client's
+ * does not. Told apart by `getMasterNode`, which neither a client nor a cluster has.
+ */
+interface NodeRedisSentinelLike {
+  sendCommand(isReadonly: boolean, args: string[]): Promise<unknown>;
+  getMasterNode(): unknown;
+  readonly isOpen: boolean;
+}
+
+type NodeRedisLike = NodeRedisClientLike | NodeRedisClusterLike | NodeRedisSentinelLike;
 
 /**
  * Tries of a call Redis refused with TRYAGAIN, and the pause between them (ioredis' default
@@ -23,10 +34,14 @@ type NodeRedisLike = NodeRedisClientLike | NodeRedisClusterLike;
 const TRYAGAIN_ATTEMPTS = 5;
 const TRYAGAIN_DELAY_MS = 100;
 
-/** Whether `client` looks like a node-redis client or cluster (raw `sendCommand`, no `defineCommand`). */
+/** Whether `client` looks like a node-redis client, cluster or Sentinel client (raw `sendCommand`, no `defineCommand`). */
 export function isNodeRedisLike(client: object): client is NodeRedisLike {
   const c = client as Partial<NodeRedisClientLike & NodeRedisClusterLike>;
   return typeof c.sendCommand === 'function' && ('isOpen' in c || Array.isArray(c.masters));
+}
+
+function isSentinel(client: NodeRedisLike): client is NodeRedisSentinelLike {
+  return typeof (client as Partial<NodeRedisSentinelLike>).getMasterNode === 'function';
 }
 
 /**
@@ -35,12 +50,20 @@ export function isNodeRedisLike(client: object): client is NodeRedisLike {
  * which a store given a client cannot do). node-redis writes every command made in one tick in
  * one socket write, so calls for one node made together travel as one pipeline; on a cluster
  * each call follows MOVED and ASK by itself (node-redis' `sendCommand` does) and nothing else is
- * ever resent.
+ * ever resent. A Sentinel client sends each call to the master the Sentinels name; it resends a
+ * call whose master connection failed unless made with `recommendedNodeRedisSentinelOptions`.
  */
 export function nodeRedisAdapter(client: NodeRedisLike): RedisClientAdapter {
   const cluster = 'masters' in client ? (client as NodeRedisClusterLike) : undefined;
+  const sentinel = isSentinel(client) ? client : undefined;
+  // Taken for a client, a Sentinel client got the arguments as its `isReadonly` and failed every
+  // call: a limiter on it decided by its policy alone, with Redis up.
   const send = (firstKey: string, args: string[]): Promise<unknown> =>
-    cluster ? cluster.sendCommand(firstKey, false, args) : (client as NodeRedisClientLike).sendCommand(args);
+    cluster
+      ? cluster.sendCommand(firstKey, false, args)
+      : sentinel
+        ? sentinel.sendCommand(false, args)
+        : (client as NodeRedisClientLike).sendCommand(args);
   const evalsha = async (script: LuaScript, args: string[]): Promise<unknown> => {
     const firstKey = args[1] ?? '';
     try {
