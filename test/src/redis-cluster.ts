@@ -33,6 +33,8 @@ export interface RedisCluster {
   cluster(options?: ClusterOptions): Cluster;
   /** A new plain ioredis client of one node (for `CLUSTER …` commands), disconnected by `stop()`. */
   nodeClient(node: ClusterNode, options?: RedisOptions): Redis;
+  /** SIGKILLs the node at `node`'s port: a replica of it takes its slots after `nodeTimeoutMs` and an election. */
+  kill(node: ClusterNode): Promise<void>;
   /** Disconnects every client made here and stops every node. */
   stop(): Promise<void>;
 }
@@ -43,6 +45,11 @@ export interface ClusterStartOptions {
   masters?: number;
   /** Replicas per master, in sync before `startCluster` resolves (for failover tests). @default 0 */
   replicas?: number;
+  /**
+   * `cluster-node-timeout`: how long a node may be unreachable before the others fail it over.
+   * @default 5000
+   */
+  nodeTimeoutMs?: number;
 }
 
 const run = promisify(execFile);
@@ -101,7 +108,7 @@ export async function startCluster(options: ClusterStartOptions = {}): Promise<R
           '--cluster-config-file',
           'nodes.conf',
           '--cluster-node-timeout',
-          '5000',
+          String(options.nodeTimeoutMs ?? 5000),
         ]),
       );
     }
@@ -144,6 +151,11 @@ export async function startCluster(options: ClusterStartOptions = {}): Promise<R
         ),
       nodeClient: (node, redisOptions = {}) =>
         clients.add(new Redis({ host: node.host, port: node.port, ...redisOptions })),
+      kill: async (node) => {
+        const p = processes.find((candidate) => candidate.port === node.port);
+        if (!p) throw new Error(`no cluster node on port ${node.port}`);
+        await p.stop('SIGKILL');
+      },
       stop,
     };
   } catch (error) {
