@@ -130,10 +130,9 @@ function rediscovery(cluster: NodeRedisClusterLike): () => void {
     const slots = cluster._slots;
     const now = performance.now();
     if (typeof slots?.rediscover !== 'function' || now - lastAt < REDISCOVER_EVERY_MS) return;
-    const live = cluster.masters.find((master) => master.client?.isReady === true)?.client;
-    if (live === undefined) return;
+    const options = cluster.masters.find((master) => master.client?.isReady === true)?.client?.options;
+    if (options === undefined) return;
     lastAt = now;
-    const options = live.options ?? {};
     slots.rediscover({ options: { ...options, socket: { ...options.socket } } }).catch(() => {});
   };
 }
