@@ -221,8 +221,17 @@ export class RedisStore implements GlobalStore {
    */
   #send(batches: readonly (readonly Op[])[]): Promise<void> {
     const client = this.#client;
-    const parts =
-      client.isCluster && batches.length > 1 ? byNode(batches, (slot) => client.nodeOf(slot)) : undefined;
+    let parts: (readonly Op[])[][] | undefined;
+    try {
+      parts =
+        client.isCluster && batches.length > 1 ? byNode(batches, (slot) => client.nodeOf(slot)) : undefined;
+    } catch (error) {
+      // An adapter's `nodeOf` that threw here threw out of the coalescer's flush: an uncaught
+      // exception in a tick, and the destination's call counted out for good, its ops unsettled.
+      const failed = failure('apply', error);
+      for (const batch of batches) for (const pending of batch) pending.reject(failed);
+      return Promise.resolve();
+    }
     if (parts === undefined) return this.#sendPart(batches);
     this.#coalescer.countCalls(parts.length - 1);
     return Promise.all(parts.map((part) => this.#sendPart(part))).then(() => undefined);

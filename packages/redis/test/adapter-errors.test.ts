@@ -1,0 +1,55 @@
+/**
+ * A `RedisClientAdapter` that throws where it should answer: the ops it carried fail with a
+ * `StoreError`, the store keeps sending later ops, and nothing is thrown out of the store's flush.
+ */
+import { defineLimit, StoreError } from '@tiered-limiter/core';
+import { describe, expect, it } from 'vitest';
+import type { RedisClientAdapter } from '../src/index.js';
+import { RedisStore } from '../src/index.js';
+
+const limits = [defineLimit({ capacity: 10, refillPerSecond: 1, name: 'x' })];
+
+/** A Cluster adapter of one node whose `nodeOf` throws on call `throwAt` (a topology being refreshed) and whose calls fail. */
+function throwingAdapter(throwAt: number): RedisClientAdapter & { readonly sent: number } {
+  let asked = 0;
+  let sent = 0;
+  return {
+    client: 'throwing',
+    isCluster: true,
+    nodeOf: () => {
+      asked++;
+      if (asked === throwAt) throw new Error('slot map being refreshed');
+      return 'n1';
+    },
+    get sent() {
+      return sent;
+    },
+    evalScript: async (_script, calls) => {
+      sent += calls.length;
+      return calls.map(() => new Error('node down'));
+    },
+  };
+}
+
+describe('RedisStore over an adapter whose nodeOf throws', () => {
+  it('fails the flush’s ops with a StoreError and goes on sending later ones', async () => {
+    // Two keys of two slots in one tick: the flush asks nodeOf again (its third call) to group them by node.
+    const adapter = throwingAdapter(3);
+    const store = new RedisStore({ redis: adapter, coalesce: { maxKeysPerCall: 32, maxInFlight: 1 } });
+    const first = await Promise.allSettled([
+      store.apply({ key: 'a', limits, take: 1 }),
+      store.apply({ key: 'b', limits, take: 1 }),
+    ]);
+    for (const outcome of first) {
+      expect(outcome.status).toBe('rejected');
+      const error = (outcome as PromiseRejectedResult).reason;
+      expect(error).toBeInstanceOf(StoreError);
+      expect((error as StoreError).cause).toEqual(new Error('slot map being refreshed'));
+    }
+    expect(adapter.sent).toBe(0);
+    // The destination's one call in flight was given back: a later op is sent.
+    const later = await store.apply({ key: 'c', limits, take: 1 }).catch((error: unknown) => error);
+    expect(later).toBeInstanceOf(StoreError);
+    expect(adapter.sent).toBe(1);
+  });
+});
