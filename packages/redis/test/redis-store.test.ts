@@ -13,6 +13,7 @@ import {
   recommendedClusterOptions,
   recommendedNodeRedisClusterOptions,
   recommendedNodeRedisOptions,
+  recommendedNodeRedisSentinelOptions,
   recommendedRedisOptions,
   recommendedRetryStrategy,
   recommendedSentinelOptions,
@@ -422,10 +423,15 @@ describe('recommended options', () => {
       50, 100, 200, 400, 800, 1000, 1000,
     ]);
     expect(recommendedNodeRedisClusterOptions.defaults).toBe(recommendedNodeRedisOptions);
+    expect(recommendedNodeRedisSentinelOptions).toEqual({
+      nodeClientOptions: recommendedNodeRedisOptions,
+      maxCommandRediscovers: 0,
+    });
     for (const options of [
       recommendedClusterOptions,
       recommendedSentinelOptions,
       recommendedNodeRedisOptions,
+      recommendedNodeRedisSentinelOptions,
     ]) {
       expect(Object.isFrozen(options)).toBe(true);
     }
