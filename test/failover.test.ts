@@ -13,7 +13,6 @@ import {
   RedisStore,
   recommendedRedisOptions,
   recommendedSentinelOptions,
-  reconnectOnReadonly,
 } from '@tiered-limiter/redis';
 import {
   CLIENT_KINDS,
@@ -314,7 +313,7 @@ describe('Sentinel: 1 master, 1 replica, 3 Sentinels', () => {
   });
 
   it(
-    'READONLY from a demoted master behind one endpoint: a failure the policy decides, then the new master',
+    'READONLY from a demoted master behind one endpoint (recommendedRedisOptions): a failure the policy decides, then the new master',
     async () => {
       const master = topology.nodeClient(await topology.master());
       // The restarted old master must be a replica in sync before FAILOVER can hand over to it.
@@ -329,12 +328,8 @@ describe('Sentinel: 1 master, 1 replica, 3 Sentinels', () => {
       // managed service's DNS name is (a Sentinel-aware client checks the role and never sees
       // READONLY; a client of one address does).
       const endpoint = await startTcpProxy(await topology.master());
-      const redis = new Redis({
-        ...recommendedRedisOptions,
-        reconnectOnError: reconnectOnReadonly,
-        host: endpoint.host,
-        port: endpoint.port,
-      });
+      // The options a managed service's user passes: no Sentinel, one address.
+      const redis = new Redis({ ...recommendedRedisOptions, host: endpoint.host, port: endpoint.port });
       redis.on('error', () => {});
       await whenReady(redis);
       try {

@@ -19,7 +19,6 @@ export {
   recommendedSentinelOptions,
   recommendedValkeyClusterOptions,
   recommendedValkeyOptions,
-  reconnectOnReadonly,
 } from './recommended-clients.js';
 export {
   RECOMMENDED_CONNECT_TIMEOUT_MS,
@@ -28,6 +27,7 @@ export {
   recommendedClusterOptions,
   recommendedRedisOptions,
   recommendedRetryStrategy,
+  reconnectOnReadonly,
 } from './recommended-options.js';
 export type { RedisStoreOptions } from './redis-store.js';
 export { RedisStore } from './redis-store.js';

@@ -126,19 +126,9 @@ export const recommendedNodeRedisSentinelOptions = Object.freeze({
 });
 
 /**
- * Whether ioredis should reconnect after `error`: yes for `READONLY`, which a master demoted to a
- * replica answers (a failover happened under the connection). Reconnecting asks the Sentinels
- * for the new master; the failed command is not resent (it answers the failure, and the limiter
- * decides by its policy). `reconnectOnError` of `recommendedSentinelOptions`.
- */
-export function reconnectOnReadonly(error: Error): boolean {
-  return error.message.startsWith('READONLY');
-}
-
-/**
  * ioredis options for a client of a Sentinel-managed master (add `sentinels` and `name`):
- * `recommendedRedisOptions`, plus
- * - `reconnectOnError: reconnectOnReadonly`: a demoted master's `READONLY` is a failover;
+ * `recommendedRedisOptions` (whose `reconnectOnError: reconnectOnReadonly` reconnects, through the
+ * Sentinels, when a demoted master answers `READONLY`), plus
  * - `failoverDetector: true`: ioredis listens for the Sentinels' `+switch-master` and moves to the
  *   new master at once, rather than when the old connection fails;
  * - `sentinelRetryStrategy` 50 ms → 1 s and `sentinelCommandTimeout` 1 s: a Sentinel that is
@@ -157,8 +147,6 @@ export function reconnectOnReadonly(error: Error): boolean {
  */
 export const recommendedSentinelOptions = Object.freeze({
   ...recommendedRedisOptions,
-  /** Reconnect (through the Sentinels) on `READONLY`, without resending. */
-  reconnectOnError: reconnectOnReadonly,
   /** Follow `+switch-master` at once. */
   failoverDetector: true,
   /** Retry the Sentinels as the server: `recommendedRetryStrategy`. */

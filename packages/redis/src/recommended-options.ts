@@ -19,6 +19,17 @@ export function recommendedRetryStrategy(times: number): number {
 }
 
 /**
+ * Whether ioredis should reconnect after `error`: yes for `READONLY`, which a master demoted to a
+ * replica answers (a failover happened under the connection). Reconnecting reaches whatever the
+ * Sentinels or the endpoint (a managed service's DNS name) name now; the failed command is not
+ * resent (it answers the failure, and the limiter decides by its policy). `reconnectOnError` of
+ * `recommendedRedisOptions`, so of every recommended ioredis and iovalkey option set.
+ */
+export function reconnectOnReadonly(error: Error): boolean {
+  return error.message.startsWith('READONLY');
+}
+
+/**
  * ioredis options for a client that a limiter calls. The limiter bounds every call with its own
  * timeout and applies its failure policy when Redis is away; these options make sure that no
  * command outlives that timeout in a queue, and that none is run twice: a `take` sent again
@@ -65,6 +76,13 @@ export const recommendedRedisOptions = Object.freeze({
   connectTimeout: RECOMMENDED_CONNECT_TIMEOUT_MS,
   /** Reconnect with a bounded back-off, forever: `recommendedRetryStrategy`. */
   retryStrategy: recommendedRetryStrategy,
+  /**
+   * Reconnect on `READONLY`, without resending: `reconnectOnReadonly`. Behind one endpoint a
+   * connection stays on a master that was demoted under it, and without this every call answered
+   * `READONLY` for as long as the connection lived (every decision the policy's 6 s after the
+   * promotion).
+   */
+  reconnectOnError: reconnectOnReadonly,
 } satisfies RedisOptions);
 
 /**

@@ -390,6 +390,7 @@ describe('recommended options', () => {
       autoResendUnfulfilledCommands: false,
       enableAutoPipelining: false,
       connectTimeout: 1000,
+      reconnectOnError: reconnectOnReadonly,
     });
     expect([1, 2, 3, 4, 5, 6, 7, 100, 10_000].map(recommendedRetryStrategy)).toEqual([
       50, 100, 200, 400, 800, 1000, 1000, 1000, 1000,
