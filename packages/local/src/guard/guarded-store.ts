@@ -15,7 +15,8 @@ import {
   shadowOf,
 } from '@tiered-limiter/core';
 import { FailurePolicyDecider, type FailurePolicyOptions } from './failure-policy.js';
-import { type GuardResult, onLandedLate, StoreGuard, type StoreGuardOptions } from './store-guard.js';
+import { onLandedLate } from './landed-late.js';
+import { type GuardResult, StoreGuard, type StoreGuardOptions } from './store-guard.js';
 
 const { assertBoolean, assertStore } = internal;
 

@@ -47,21 +47,6 @@ const STALL_SUSPECT_MS = 2;
  * const result = await guard.run(() => store.apply({ key: 'k', limits, take: 1 }));
  * if (!result.ok) console.warn(result.error.code); // ERR_TL_STORE_TIMEOUT, ERR_TL_CIRCUIT_OPEN, …
  */
-/**
- * Calls `landedLate` once `applied` lands, if the guard had given up on it by then: the op was on
- * its way when its call timed out, and ran after all. A caller that undid something for the failed
- * call (a remembered denial kept again after a reward) undoes that in turn.
- */
-export function onLandedLate(applied: Promise<unknown>, wait: CallerWait, landedLate?: () => void): void {
-  if (landedLate === undefined) return;
-  applied.then(
-    () => {
-      if (wait.gaveUp) landedLate();
-    },
-    () => {},
-  );
-}
-
 export class StoreGuard extends EventEmitter<GuardEvents> {
   /** The timeout in force, in ms. */
   readonly timeoutMs: number;

@@ -6,7 +6,8 @@ import {
 } from '@tiered-limiter/core';
 import type { LimitFunction } from 'p-limit';
 import type { GuardedStore } from '../guard/guarded-store.js';
-import { NOTHING_SENT, onLandedLate } from '../guard/store-guard.js';
+import { onLandedLate } from '../guard/landed-late.js';
+import { NOTHING_SENT } from '../guard/store-guard.js';
 import { allAnswered } from './all-answered.js';
 import type { Lease } from './lease.js';
 import { leaseOp, type SettleOptions, unreported } from './lease-op.js';
