@@ -120,7 +120,9 @@ export function opOf(o: OpDraw, key: string, limits: readonly LimitSpec[], gener
  * A denied take or lease, asked again after exactly its `retryAfterMs` with no traffic between,
  * passes; the limit the reply speaks of is full after its `resetMs`. Not checked for a wait at its
  * cap, an op borrowing ahead (its wait is for fewer tokens), a cost past the capacity, or a bucket
- * stamped after now (a clock that stepped back: the bucket refills again only from its stamp).
+ * stamped after now (a clock that stepped back: the bucket refills again only from its stamp), or a
+ * time past 2^53 µs (year 2255 on Redis's clock), where µs are no longer whole numbers: a debt of 10^8
+ * tokens at 10^-6/s is full 4,500 years on, and there the refill is a rounding short of the capacity.
  */
 export function checkWaits(
   model: RedisModel,
@@ -139,12 +141,13 @@ export function checkWaits(
       : op.reserve !== undefined && op.reserve.want > 0
         ? { reserve: op.reserve }
         : undefined;
-  if (!reply.ok && asked !== undefined && op.aheadMs === undefined && reply.retryAfterMs < MAX_WAIT_MS) {
+  const reachable = (ms: number) => ms < MAX_WAIT_MS && nowUs + ms * 1000 <= Number.MAX_SAFE_INTEGER;
+  if (!reply.ok && asked !== undefined && op.aheadMs === undefined && reachable(reply.retryAfterMs)) {
     const later = nowUs + reply.retryAfterMs * 1000;
     const retried = applyBucketOp(after(), limits, { key: op.key, limits, ...asked }, later);
     expect(retried.ok, `retried ${reply.retryAfterMs} ms later`).toBe(true);
   }
-  if (reply.resetMs < MAX_WAIT_MS) {
+  if (reachable(reply.resetMs)) {
     const spec = limits[reply.limitIndex]!;
     const state = after()[reply.limitIndex]!;
     settleSharedBucket(state, spec, nowUs + reply.resetMs * 1000);
