@@ -139,3 +139,13 @@ describe("the README's figures in its prose are the code's, and both are the fig
     expect(constant).toBe(figure);
   });
 });
+
+describe("the otel README's figures are the code's", () => {
+  const prose = readme('../packages/otel/README.md').replace(/\s+/g, ' ');
+
+  it('a RedisStore call carries at most coalesce.maxKeysPerCall keys, 32 by default', () => {
+    const phrase = `(up to \`coalesce.maxKeysPerCall\` keys, ${DEFAULT_MAX_KEYS_PER_CALL} by default)`;
+    expect(prose.includes(phrase), phrase).toBe(true);
+    expect(DEFAULT_MAX_KEYS_PER_CALL).toBe(32);
+  });
+});
