@@ -1,0 +1,57 @@
+/**
+ * Two promises of the root README's API tables no other test held: the `lease` row's "`ttlMs`,
+ * `lowWater` with `sync: false` only" (a lease with the periodic sync lives one sync period, so a
+ * `ttlMs` there would be a setting with no effect: it is refused, naming it), and "`LocalLimiter`'s
+ * promise-returning methods resolve at once" (code written against the `Limiter` contract may await
+ * them on a hot path: no timer, no store, nothing between the call and its answer).
+ */
+import { ConfigError, perSecond } from '@tiered-limiter/core';
+import { LocalLimiter, MemoryStore, TieredLimiter } from '@tiered-limiter/local';
+import { FakeClock } from '@tiered-limiter/test-harness';
+import { describe, expect, it } from 'vitest';
+
+describe('lease.ttlMs is for sync: false only', () => {
+  it('is refused with the periodic sync, naming lease.ttlMs, and taken with sync: false', async () => {
+    const clock = new FakeClock(0);
+    const make = (sync: false | undefined) =>
+      new TieredLimiter({
+        store: new MemoryStore({ clock }),
+        limits: perSecond(10),
+        failurePolicy: 'open',
+        clock,
+        lease: { ttlMs: 2000 },
+        ...(sync === false ? { sync } : {}),
+      });
+    let refused: unknown;
+    try {
+      make(undefined);
+    } catch (error) {
+      refused = error;
+    }
+    expect(refused).toBeInstanceOf(ConfigError);
+    expect((refused as ConfigError).option).toBe('lease.ttlMs');
+    await make(false).close();
+  });
+});
+
+describe("LocalLimiter's promise-returning methods", () => {
+  it('are settled before anything queued after the call runs: consume, peek, reset, reward, penalty, close', async () => {
+    const limiter = new LocalLimiter({ limits: perSecond(10), clock: new FakeClock(0) });
+    const calls: [string, () => Promise<unknown>][] = [
+      ['consume', () => limiter.consume('k')],
+      ['peek', () => limiter.peek('k')],
+      ['reward', () => limiter.reward('k', 1)],
+      ['penalty', () => limiter.penalty('k', 1)],
+      ['reset', () => limiter.reset('k')],
+      ['close', () => limiter.close()],
+    ];
+    for (const [name, call] of calls) {
+      const settled: string[] = [];
+      const promise = call();
+      void promise.then(() => settled.push(name));
+      // One turn of the microtask queue: an already-settled promise has run its reaction by then.
+      await Promise.resolve();
+      expect(settled).toEqual([name]);
+    }
+  });
+});
