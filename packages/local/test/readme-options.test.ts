@@ -3,9 +3,10 @@
  * `lowWater` with `sync: false` only" (a lease with the periodic sync lives one sync period, so a
  * `ttlMs` there would be a setting with no effect: it is refused, naming it), and "`LocalLimiter`'s
  * promise-returning methods resolve at once" (code written against the `Limiter` contract may await
- * them on a hot path: no timer, no store, nothing between the call and its answer).
+ * them on a hot path: no timer, no store, nothing between the call and its answer); and the default
+ * `coldStart.spacingMs`, "the larger of the lease's lifetime and `N × credit ÷ rate`", each side of it.
  */
-import { ConfigError, perSecond } from '@tiered-limiter/core';
+import { ConfigError, defineLimit, perSecond } from '@tiered-limiter/core';
 import { LocalLimiter, MemoryStore, TieredLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import { describe, expect, it } from 'vitest';
@@ -53,5 +54,31 @@ describe("LocalLimiter's promise-returning methods", () => {
       await Promise.resolve();
       expect(settled).toEqual([name]);
     }
+  });
+});
+
+describe('coldStart.spacingMs by default', () => {
+  // Without the sync an instance gives credit from a spacing after it was made: the first new key
+  // admitted on credit (tier `local`, from tryConsume) says when the spacing ended.
+  it.each([
+    ['N × credit ÷ rate (4 × 1 ÷ 4/s = 1,000 ms) over a 500 ms lease', 500, 1_000],
+    ['the lease lifetime (3,000 ms) over N × credit ÷ rate (1,000 ms)', 3_000, 3_000],
+  ])('is %s', async (_, ttlMs, spacingMs) => {
+    const clock = new FakeClock(0);
+    const limiter = new TieredLimiter({
+      store: new MemoryStore({ clock }),
+      limits: defineLimit({ capacity: 40, refillPerSecond: 4, name: 'api' }),
+      failurePolicy: 'open',
+      clock,
+      sync: false,
+      lease: { ttlMs },
+      instances: 4,
+      coldStart: { mode: 'optimistic' },
+    });
+    clock.advance(spacingMs - 1);
+    expect(limiter.tryConsume('early')).toBeUndefined();
+    clock.advance(1);
+    expect(limiter.tryConsume('on-time')).toMatchObject({ allowed: true, tier: 'local' });
+    await limiter.close();
   });
 });
