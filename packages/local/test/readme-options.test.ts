@@ -4,10 +4,12 @@
  * `ttlMs` there would be a setting with no effect: it is refused, naming it), and "`LocalLimiter`'s
  * promise-returning methods resolve at once" (code written against the `Limiter` contract may await
  * them on a hot path: no timer, no store, nothing between the call and its answer); and the default
- * `coldStart.spacingMs`, "the larger of the lease's lifetime and `N × credit ÷ rate`", each side of it.
+ * `coldStart.spacingMs`, "the larger of the lease's lifetime and `N × credit ÷ rate`", each side of it;
+ * and the `fallback` row's `maxKeys`: the local fallback is a `LocalLimiter`, whose keys past it are
+ * forgotten least recently used first and come back full.
  */
-import { ConfigError, defineLimit, perSecond } from '@tiered-limiter/core';
-import { LocalLimiter, MemoryStore, TieredLimiter } from '@tiered-limiter/local';
+import { ConfigError, defineLimit, type GlobalStore, perSecond } from '@tiered-limiter/core';
+import { LocalLimiter, MemoryStore, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import { describe, expect, it } from 'vitest';
 
@@ -79,6 +81,30 @@ describe('coldStart.spacingMs by default', () => {
     expect(limiter.tryConsume('early')).toBeUndefined();
     clock.advance(1);
     expect(limiter.tryConsume('on-time')).toMatchObject({ allowed: true, tier: 'local' });
+    await limiter.close();
+  });
+});
+
+describe('fallback.maxKeys', () => {
+  it("bounds the local fallback's keys: past it the least recently used is forgotten and comes back full", async () => {
+    const down: GlobalStore = {
+      apply: () => Promise.reject(new Error('down')),
+      reset: () => Promise.reject(new Error('down')),
+    };
+    const limiter = new RequestLimiter({
+      store: down,
+      limits: perSecond(10),
+      failurePolicy: 'local',
+      // One token a key, back in 1,000 s: a key admitted twice was forgotten in between.
+      fallback: { limits: defineLimit({ capacity: 1, refillPerSecond: 0.001, name: 'fb' }), maxKeys: 2 },
+      breaker: false,
+      clock: new FakeClock(0),
+    });
+    const allowed = async (key: string) => (await limiter.consume(key)).allowed;
+    expect([await allowed('a'), await allowed('b'), await allowed('a')]).toEqual([true, true, false]);
+    // A third key forgets the least recently used, `b`: `a` is still spent, `b` comes back full.
+    expect(await allowed('c')).toBe(true);
+    expect([await allowed('a'), await allowed('b')]).toEqual([false, true]);
     await limiter.close();
   });
 });
