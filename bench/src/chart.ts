@@ -83,7 +83,7 @@ function keysPanel(rows: readonly ThroughputRow[]): Panel {
     title: '100,000 keys at capacity 100, 10/s each, 256 in flight',
     log: false,
     groups: sets.map((set) => ({
-      label: set === 'zipf' ? 'Zipf (hot keys bite)' : 'in turn (all cold)',
+      label: set === 'zipf' ? 'Zipf (hot keys bite)' : 'in turn (warm, rarely denied)',
       bars: chosen
         .filter((r) => r.keySet === set)
         .map((r) => ({ series: r.limiter, value: r.opsPerSecond, text: `${count(r.opsPerSecond)}/s` })),

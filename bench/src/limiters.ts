@@ -13,6 +13,11 @@ export interface Subject {
   readonly showsPolicy: boolean;
   /** Its `RedisStore`'s counters (round trips, ops, keys), when it has one. */
   readonly storeStats?: () => StoreStats;
+  /**
+   * The periodic sync's period now (`stats().syncPeriodMs`), ms: what a lease may borrow, the `T`
+   * of the accuracy bound. Absent for a limiter without the sync.
+   */
+  readonly syncPeriodMs?: () => number | undefined;
   close(): Promise<void>;
 }
 
@@ -138,6 +143,7 @@ export function tieredLimiter(
     },
     showsPolicy: true,
     storeStats: () => options.store.stats(),
+    syncPeriodMs: () => limiter.stats().syncPeriodMs,
     close: () => limiter.close(),
   };
 }

@@ -25,9 +25,9 @@ export const BITES_10 = limit(100, 10, '100 at 10/s', 'Limit that bites: capacit
 /** A hot key at a limit that bites, with a refill rate a busy API key might have. */
 export const BITES_200 = limit(100, 200, '100 at 200/s', 'Limit that bites: capacity 100, 200 per second');
 /**
- * 100,000 keys taken in turn come back every 3 to 5 s at the speeds measured here: one token per
- * 10 s makes the limit bite on the second visit (a faster refill, such as one per 2 s, would have
- * refilled every key by then).
+ * 100,000 keys taken in turn come back every 100,000 decisions: one token per 10 s makes the limit
+ * bite on the second visit of a limiter that comes back within 10 s (10 k decisions a second or
+ * more); a slower one, rate-limiter-flexible here, meets every key refilled.
  */
 export const KEYS_BITE = limit(1, 0.1, '1 per 10 s', 'Limit that bites per key: capacity 1, one per 10 s');
 /** A billion a second with a burst of a billion: every call admitted, the admitting path alone. */

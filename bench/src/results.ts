@@ -121,12 +121,12 @@ export function headline(rows: Readonly<Record<string, readonly Named[]>>): stri
     // The throughput section's per-key limit (the many-keys section has its own lines below).
     const of = (limiter: string) =>
       redisRows.find((r) => r.keys > 1 && r.limit === limit && r.limiter === limiter);
-    const [tiered, request] = [of('TieredLimiter'), of('RequestLimiter')];
+    const [tiered, request, peer] = [of('TieredLimiter'), of('RequestLimiter'), of(PEER)];
     if (tiered?.timesPeer == null || request?.timesPeer == null) continue;
     lines.push(
       `100k keys at ${limit}, ${tiered.inFlight} in flight, ÷ rate-limiter-flexible: two-tier ${times(tiered.timesPeer)}, ` +
         `per-request ${times(request.timesPeer)}; two-tier ${small(tiered.roundTripsPer1000)} Redis RT per 1,000 ` +
-        `(${count(tiered.allowed)} allowed, ${count(tiered.denied)} denied)`,
+        `(${besidePeer(tiered, peer)})`,
     );
   }
   lines.push(...keysLines((rows.keys ?? []) as readonly ThroughputRow[]));
@@ -164,6 +164,23 @@ export function headline(rows: Readonly<Record<string, readonly Named[]>>): stri
   return lines;
 }
 
+/**
+ * `a allowed, d denied` of a row and of its peer: a ratio is read against the work each did. Where
+ * the peer denied nothing at a limit meant to bite, its timed part met no limit (on keys in turn,
+ * a peer slower than the window revisits each key refilled), so the ratio is no limiter's at its limit.
+ */
+export function besidePeer(row: ThroughputRow, peer: ThroughputRow | undefined): string {
+  const counts = (r: ThroughputRow) => `${count(r.allowed)} allowed, ${count(r.denied)} denied`;
+  if (peer === undefined) return counts(row);
+  const unbitten =
+    row.ceiling || peer.denied > 0
+      ? ''
+      : row.denied > 0
+        ? ": the peer's limit never bit, not the same work"
+        : ': the limit bit neither, the admitting path alone';
+  return `${counts(row)}; peer ${counts(peer)}${unbitten}`;
+}
+
 /** 100k keys: each limiter against the peer, and the exact two-tier limiter's Redis cost. */
 function keysLines(rows: readonly ThroughputRow[]): string[] {
   const lines: string[] = [];
@@ -185,7 +202,7 @@ function keysLines(rows: readonly ThroughputRow[]): string[] {
           `${small(exact.redisCpuUsPerDecision)} µs of Redis's CPU per decision ` +
           `(peer ${peer === undefined ? '—' : small(peer.redisCpuUsPerDecision)}), ` +
           `${exact.keyOpsPerCall === null ? '—' : small(exact.keyOpsPerCall)} key-ops per call ` +
-          `(${count(exact.allowed)} allowed, ${count(exact.denied)} denied)`,
+          `(${besidePeer(exact, peer)})`,
       );
     }
   }

@@ -25,7 +25,10 @@ export interface ThroughputTask {
    * `STEADY_MEASURE_MS`, both longer than the longest sync period. For the 100,000-key rows.
    */
   readonly steady?: boolean;
-  /** Keys whose admissions are stamped and checked against `bound` (the bound of the limiter's mode). */
+  /**
+   * Keys whose admissions are stamped and checked against `bound` (the bound of the limiter's mode),
+   * given the stamps' slack plus the longest sync period the limiter reported (0 without the sync).
+   */
   readonly checked?: {
     readonly keys: readonly string[];
     readonly bound: SlackedBound;
@@ -68,8 +71,13 @@ export interface ThroughputRow extends Accounted {
   readonly redisCommandsByName: Readonly<Record<string, number>>;
   /** Round trips by the limiter's `RedisStore.stats()` (on a Cluster, a pipeline of per-slot calls is one); `null` without one. */
   readonly storeCalls: number | null;
-  /** Bucket keys per round trip, by the limiter's `RedisStore.stats()`; `null` without one. */
+  /**
+   * Keys per round trip, by the limiter's `RedisStore.stats()`: bucket keys, and the fleet set's key
+   * of each sync round's heartbeat (on one hot key, about half of them); `null` without a store.
+   */
   readonly keyOpsPerCall: number | null;
+  /** The longest `stats().syncPeriodMs` the limiter reported in the row (`T`); `null` without the sync. */
+  readonly syncPeriodMs: number | null;
   /** The worst window of the checked keys against the bound of the limiter's mode; `null` if none checked. */
   readonly window: WindowReport | null;
   /** ops/s over the peer row's ops/s. */

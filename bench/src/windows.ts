@@ -17,7 +17,10 @@ export interface WindowReport {
   readonly boundFor1s: number;
 }
 
-/** A bound given the slack its stamps need (how late a stamp may trail its decision, ms). */
+/**
+ * A bound given how much more refill each window allows, ms: the slack its stamps need (how late a
+ * stamp may trail its decision), and with the periodic sync what a lease may borrow (`T`).
+ */
 export type SlackedBound = (slackMs: number) => WindowBound;
 
 /** The worst window of `stamps` (ms) against `bound`, and the busiest second. */
