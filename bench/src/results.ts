@@ -12,7 +12,7 @@ import type { MicroRow } from './micro.js';
 import { BUSY_ROW, IDLE_ROW, type NeighbourRow } from './neighbours.js';
 import { type AnySection, type BenchSettings, grouped, type Named } from './section.js';
 import type { ThroughputRow } from './throughput.js';
-import { PEER } from './throughput-row.js';
+import { besidePeer, PEER } from './throughput-row.js';
 
 /** Everything one run measured, as written to `latest.json`. */
 export interface BenchResults {
@@ -162,23 +162,6 @@ export function headline(rows: Readonly<Record<string, readonly Named[]>>): stri
       : `⚠ Failure-policy decisions while Redis was healthy in ${marked.length} row(s): ${marked.map((r) => r.name).join('; ')}`,
   );
   return lines;
-}
-
-/**
- * `a allowed, d denied` of a row and of its peer: a ratio is read against the work each did. Where
- * the peer denied nothing at a limit meant to bite, its timed part met no limit (on keys in turn,
- * a peer slower than the window revisits each key refilled), so the ratio is no limiter's at its limit.
- */
-export function besidePeer(row: ThroughputRow, peer: ThroughputRow | undefined): string {
-  const counts = (r: ThroughputRow) => `${count(r.allowed)} allowed, ${count(r.denied)} denied`;
-  if (peer === undefined) return counts(row);
-  const unbitten =
-    row.ceiling || peer.denied > 0
-      ? ''
-      : row.denied > 0
-        ? ": the peer's limit never bit, not the same work"
-        : ': the limit bit neither, the admitting path alone';
-  return `${counts(row)}; peer ${counts(peer)}${unbitten}`;
 }
 
 /** 100k keys: each limiter against the peer, and the exact two-tier limiter's Redis cost. */

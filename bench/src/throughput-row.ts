@@ -1,4 +1,5 @@
 import type { Accounted } from './columns.js';
+import { count } from './format.js';
 import { KEY_LABEL, type KeySet } from './key-sets.js';
 import type { SubjectFactory } from './limiters.js';
 import type { BenchLimit } from './limits.js';
@@ -95,4 +96,21 @@ export function relateToPeers(rows: ThroughputRow[]): void {
     const peer = row.peer === null ? undefined : byName.get(row.peer);
     row.timesPeer = peer === undefined ? null : row.opsPerSecond / peer.opsPerSecond;
   }
+}
+
+/**
+ * `a allowed, d denied` of a row and of its peer: a ratio is read against the work each did. Where
+ * the peer denied nothing at a limit meant to bite, its timed part met no limit (on keys in turn,
+ * a peer slower than the window revisits each key refilled), so the ratio is no limiter's at its limit.
+ */
+export function besidePeer(row: ThroughputRow, peer: ThroughputRow | undefined): string {
+  const counts = (r: ThroughputRow) => `${count(r.allowed)} allowed, ${count(r.denied)} denied`;
+  if (peer === undefined) return counts(row);
+  const unbitten =
+    row.ceiling || peer.denied > 0
+      ? ''
+      : row.denied > 0
+        ? ": the peer's limit never bit, not the same work"
+        : ': the limit bit neither, the admitting path alone';
+  return `${counts(row)}; peer ${counts(peer)}${unbitten}`;
 }

@@ -15,6 +15,7 @@ import {
 import { type BenchLimit, BITES_10, BITES_200, CEILING, KEYS_BITE, peerLimitOf } from './limits.js';
 import { DECISIONS_PER_YIELD, type Decider, type LoopBounds, runLoop } from './loop.js';
 import type { BenchSettings, Column, RunContext, Section } from './section.js';
+import { watchSyncPeriod } from './sync-period.js';
 import { PEER, relateToPeers, type ThroughputRow, type ThroughputTask, taskName } from './throughput-row.js';
 import { type StampedKeys, stampKeys } from './windows.js';
 
@@ -232,38 +233,6 @@ export async function measureOn(
     period.stop();
     await subject.close();
   }
-}
-
-/**
- * How often a row reads its limiter's sync period: `stats()` walks the held leases (100,000 in the
- * many-keys rows, a fraction of a ms), and the period moves at most once a sync round.
- */
-const PERIOD_SAMPLE_MS = 250;
-
-/**
- * The longest sync period a limiter reports from now to `stop()` (warm-up included: a lease spent
- * in the timed part may have been made in it); `null` for a limiter without the sync.
- */
-function watchSyncPeriod(read: (() => number | undefined) | undefined): { stop(): number | null } {
-  if (read === undefined) return { stop: () => null };
-  let longest: number | null = null;
-  const sample = () => {
-    const period = read();
-    if (period !== undefined && (longest === null || period > longest)) longest = period;
-  };
-  sample();
-  const timer = setInterval(sample, PERIOD_SAMPLE_MS);
-  let stopped = false;
-  return {
-    stop() {
-      if (!stopped) {
-        stopped = true;
-        clearInterval(timer);
-        sample();
-      }
-      return longest;
-    },
-  };
 }
 
 /** A throughput row on the run's Redis. */
