@@ -159,7 +159,7 @@ export const clusterSection: Section<ClusterTask, ClusterRow> = {
   group: (row) => TOPOLOGY_LABEL[row.topology],
   finish: relate,
   notes: (s: BenchSettings) => [
-    `100,000 keys taken in turn (every decision a cold key: the case that needs Redis most), ${IN_FLIGHT} in ` +
+    `100,000 keys taken in turn (each back every 100,000 decisions: warm in steady state, rarely denied), ${IN_FLIGHT} in ` +
       `flight, capacity 100 at 10 per second per key; limiters as in the many-keys rows. \`1 master\`: the run's ` +
       `Redis; \`${MASTERS}-master Cluster\`: a Cluster of ${MASTERS} \`redis-server\` processes on loopback (no ` +
       'replicas) started for the row, ioredis `Cluster` with `recommendedClusterOptions`. On a Cluster `RedisStore` ' +
