@@ -12,6 +12,18 @@ import { loadSections } from './sections.js';
 
 const RESULTS_DIR = fileURLToPath(new URL('../results/', import.meta.url));
 
+// A signal ends Node without its 'exit' event, and so without the harness's net that stops the
+// redis-server this run started and removes its directory: a SIGINT to this process alone (not its
+// process group, as a terminal's Ctrl-C is) left that server running, orphaned. Exiting on the
+// signal runs that net; keys left on a REDIS_URL server expire by their TTLs.
+for (const [signal, code] of [
+  ['SIGINT', 130],
+  ['SIGTERM', 143],
+  ['SIGHUP', 129],
+] as const) {
+  process.once(signal, () => process.exit(code));
+}
+
 const flags = parseFlags();
 const SECTIONS = await loadSections();
 const settings = benchSettings(flags.quick, flags.processes);

@@ -63,6 +63,12 @@ export interface BenchRedis {
   stop(): Promise<void>;
 }
 
+/**
+ * How long the run's Redis may take to connect and answer a first `INFO`: a server answers in ms,
+ * a loaded one well within this.
+ */
+export const OPEN_TIMEOUT_MS = 10_000;
+
 /** Raised when no Redis can be had; `main` prints its message alone. */
 export class NoRedisError extends Error {}
 
@@ -85,9 +91,21 @@ export async function openRedis(): Promise<BenchRedis> {
   admin.once('error', (error) => {
     connectError = error;
   });
+  // ioredis bounds the TCP connect alone: a REDIS_URL port that accepted and never answered
+  // (a listener that is not Redis) left the bench waiting for the ready check's INFO for ever.
+  let timer: NodeJS.Timeout | undefined;
+  const silent = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer in ${OPEN_TIMEOUT_MS / 1000} s`)), OPEN_TIMEOUT_MS);
+  });
+  const answered = admin.connect().then(() => admin.info('server'));
+  // Once the wait is given up, the disconnect below rejects it: not an unhandled rejection.
+  answered.catch(() => {});
+  let version: string;
   try {
-    await admin.connect();
+    const info = await Promise.race([answered, silent]);
+    version = /^redis_version:(\S+)/m.exec(info)?.[1] ?? 'unknown';
   } catch (error) {
+    admin.disconnect();
     await server.stop();
     const reason = (connectError ?? (error as Error)).message.replace(/\.$/, '');
     throw new NoRedisError(
@@ -95,8 +113,9 @@ export async function openRedis(): Promise<BenchRedis> {
         'Check REDIS_URL, or unset it to let the bench start its own redis-server.',
       { cause: error },
     );
+  } finally {
+    clearTimeout(timer);
   }
-  const version = /^redis_version:(\S+)/m.exec(await admin.info('server'))?.[1] ?? 'unknown';
   const prefix = `tlbench-${process.pid.toString(36)}-${randomBytes(3).toString('hex')}`;
   const probe = await Probe.start(server.url);
 
