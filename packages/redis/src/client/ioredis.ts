@@ -1,5 +1,6 @@
 import type { LuaScript, RedisClientAdapter, ScriptCall } from './adapter.js';
 import { asError } from './adapter.js';
+import { slotRefresher } from './slot-refresh.js';
 
 type Command = (...args: (string | number)[]) => Promise<unknown>;
 
@@ -14,6 +15,8 @@ interface IoredisLike {
   } & Record<string, unknown>;
   readonly isCluster?: boolean;
   readonly slots?: readonly (readonly string[] | undefined)[];
+  /** A Cluster's read of its slots (`CLUSTER SLOTS`); it sends no command again. */
+  refreshSlotsCache?(callback?: (error?: Error | null) => void): void;
 }
 
 /** Whether `client` looks like an ioredis or iovalkey client (both define Lua commands). */
@@ -39,32 +42,52 @@ export function ioredisAdapter(client: IoredisLike): RedisClientAdapter {
     return name;
   };
   const isCluster = client.isCluster === true;
+  const run = async (script: LuaScript, calls: readonly ScriptCall[]): Promise<unknown[]> => {
+    const name = commandFor(script);
+    if (calls.length === 1) {
+      const command = (client as unknown as Record<string, Command>)[name]!;
+      return [await command.apply(client, [...calls[0]!]).catch(asError)];
+    }
+    const pipeline = client.pipeline();
+    for (const call of calls) (pipeline[name] as Command).apply(pipeline, [...call]);
+    let results: [Error | null, unknown][] | null;
+    try {
+      results = await pipeline.exec();
+    } catch (error) {
+      // A Cluster pipeline whose slots the client now maps to different nodes is refused before
+      // anything is sent: send each alone. `RedisStore` splits a flush by node just before it
+      // calls here, so this is for an adapter's other callers, or a map that changed in between.
+      if (!(error instanceof Error) || !SPLIT_PIPELINE.test(error.message)) throw error;
+      return Promise.all(calls.map((call) => run(script, [call]).then((r) => r[0])));
+    }
+    return calls.map((_, i) => {
+      const [error, reply] = results?.[i] ?? [new Error('no reply in the pipeline'), undefined];
+      return error ?? reply;
+    });
+  };
+  // A killed master's slots went to its replica; with the failover retry off, only ioredis' 5 s
+  // timer read the slots again (back 0.1 s after the promotion in one run, not within 4 s in another).
+  const refresh =
+    isCluster && typeof client.refreshSlotsCache === 'function'
+      ? slotRefresher(() => {
+          client.refreshSlotsCache?.(() => {});
+          return true;
+        })
+      : undefined;
   return {
     client: 'ioredis',
     isCluster,
     nodeOf: (slot) => (isCluster ? (client.slots?.[slot]?.[0] ?? `slot:${slot}`) : ''),
     async evalScript(script: LuaScript, calls: readonly ScriptCall[]): Promise<unknown[]> {
-      const name = commandFor(script);
-      if (calls.length === 1) {
-        const command = (client as unknown as Record<string, Command>)[name]!;
-        return [await command.apply(client, [...calls[0]!]).catch(asError)];
-      }
-      const pipeline = client.pipeline();
-      for (const call of calls) (pipeline[name] as Command).apply(pipeline, [...call]);
-      let results: [Error | null, unknown][] | null;
+      if (refresh === undefined) return run(script, calls);
       try {
-        results = await pipeline.exec();
+        const replies = await run(script, calls);
+        if (replies.some((reply) => reply instanceof Error)) refresh();
+        return replies;
       } catch (error) {
-        // A Cluster pipeline whose slots the client now maps to different nodes is refused before
-        // anything is sent: send each alone. `RedisStore` splits a flush by node just before it
-        // calls here, so this is for an adapter's other callers, or a map that changed in between.
-        if (!(error instanceof Error) || !SPLIT_PIPELINE.test(error.message)) throw error;
-        return Promise.all(calls.map((call) => this.evalScript(script, [call]).then((r) => r[0])));
+        refresh();
+        throw error;
       }
-      return calls.map((_, i) => {
-        const [error, reply] = results?.[i] ?? [new Error('no reply in the pipeline'), undefined];
-        return error ?? reply;
-      });
     },
   };
 }

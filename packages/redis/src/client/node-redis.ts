@@ -1,5 +1,6 @@
 import type { LuaScript, RedisClientAdapter, ScriptCall } from './adapter.js';
 import { asError } from './adapter.js';
+import { slotRefresher } from './slot-refresh.js';
 
 /** What the store uses of a node-redis v5 client (`createClient`). */
 interface NodeRedisClientLike {
@@ -41,9 +42,6 @@ type NodeRedisLike = NodeRedisClientLike | NodeRedisClusterLike | NodeRedisSenti
  */
 const TRYAGAIN_ATTEMPTS = 5;
 const TRYAGAIN_DELAY_MS = 100;
-
-/** Least time between two reads of a cluster's slots that failed calls ask for. */
-const REDISCOVER_EVERY_MS = 500;
 
 /** Whether `client` looks like a node-redis client, cluster or Sentinel client (raw `sendCommand`, no `defineCommand`). */
 export function isNodeRedisLike(client: object): client is NodeRedisLike {
@@ -116,7 +114,7 @@ export function nodeRedisAdapter(client: NodeRedisLike): RedisClientAdapter {
 }
 
 /**
- * Reads a cluster's slots again after a failed call, at most once per `REDISCOVER_EVERY_MS`.
+ * Reads a cluster's slots again after a failed call, at most once per `SLOT_REFRESH_EVERY_MS` (`slotRefresher`).
  * node-redis reads them only on a MOVED or ASK, which a master that died never answers: its
  * replica took the slots, but every call for them still went to the dead address and failed
  * ("The client is offline"), 80 % of decisions by policy 3 s after the promotion and for good,
@@ -125,14 +123,12 @@ export function nodeRedisAdapter(client: NodeRedisLike): RedisClientAdapter {
  * on what it is given), and falls back on the root nodes by itself; sends no call again.
  */
 function rediscovery(cluster: NodeRedisClusterLike): () => void {
-  let lastAt = Number.NEGATIVE_INFINITY;
-  return () => {
+  return slotRefresher(() => {
     const slots = cluster._slots;
-    const now = performance.now();
-    if (typeof slots?.rediscover !== 'function' || now - lastAt < REDISCOVER_EVERY_MS) return;
+    if (typeof slots?.rediscover !== 'function') return false;
     const options = cluster.masters.find((master) => master.client?.isReady === true)?.client?.options;
-    if (options === undefined) return;
-    lastAt = now;
+    if (options === undefined) return false;
     slots.rediscover({ options: { ...options, socket: { ...options.socket } } }).catch(() => {});
-  };
+    return true;
+  });
 }
