@@ -193,7 +193,8 @@ export class RequestLimiter extends EventEmitter<LimiterEvents> implements Limit
    */
   close(): Promise<void> {
     this.#closed = true;
-    return this.#calls.close();
+    // Its time spent degraded stops once the calls made before it have settled.
+    return this.#calls.close().then(() => this.#store.guard.end());
   }
 
   /** A blocked key's decision; resetMs is whole ms, rounded up, as every decision's. */

@@ -62,6 +62,8 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
   #openedAtMs = 0;
   #downSinceMs = 0;
   #downTotalMs = 0;
+  /** When the limiter's `close()` ended (`end()`): its degraded time stops there. */
+  #endedAtMs: number | undefined;
   #failures = 0;
   #lastError: StoreError | undefined;
   /**
@@ -126,7 +128,17 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
 
   /** Milliseconds spent degraded since the guard was made, the current spell included. */
   get degradedMs(): number {
-    return this.#downTotalMs + (this.#state === 'closed' ? 0 : this.#clock.now() - this.#downSinceMs);
+    if (this.#state === 'closed') return this.#downTotalMs;
+    return this.#downTotalMs + Math.max(0, (this.#endedAtMs ?? this.#clock.now()) - this.#downSinceMs);
+  }
+
+  /**
+   * The limiter's `close()` has ended: the current spell, if any, stops counting. A limiter closed
+   * while its store was down went on adding to `degradedMs` (and the OTel counter
+   * `tiered_limiter.degraded.time`) for as long as the process lived, though it made no calls.
+   */
+  end(): void {
+    this.#endedAtMs ??= this.#clock.now();
   }
 
   /** Re-emits this guard's `failure`, `degraded` and `recovered` events on `target` (a limiter). */
@@ -236,8 +248,9 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
     this.#consecutiveFailures = 0;
     if (this.#state === 'closed') return;
     this.#state = 'closed';
-    const downMs = Math.max(0, this.#clock.now() - this.#downSinceMs);
-    this.#downTotalMs += downMs;
+    const now = this.#clock.now();
+    const downMs = Math.max(0, now - this.#downSinceMs);
+    this.#downTotalMs += Math.max(0, Math.min(now, this.#endedAtMs ?? now) - this.#downSinceMs);
     this.emit('recovered', { downMs });
   }
 

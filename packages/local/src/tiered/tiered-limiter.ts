@@ -281,7 +281,10 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       const leases = [...this.#leases.values()];
       this.#parts.sightings.clear();
       // The listeners stay: a request made before, or a hand-back, that fails later is still reported.
-      this.#closed = this.#parts.book.close(leases, () => this.#leases.clear(), this.#parts.calls.close());
+      // Its time spent degraded stops once the hand-back is done (which may find the store back).
+      this.#closed = this.#parts.book
+        .close(leases, () => this.#leases.clear(), this.#parts.calls.close())
+        .finally(() => this.#parts.store.guard.end());
     }
     return this.#closed;
   }

@@ -1,0 +1,54 @@
+/**
+ * What the limiters report, read against what happened (the reporting audit of 2026-12-05): a
+ * closed limiter's figures, and what `@tiered-limiter/otel` reports of them.
+ */
+import { defineLimit } from '@tiered-limiter/core';
+import { MemoryStore, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
+import { METRICS, observeLimiter } from '@tiered-limiter/otel';
+import { FakeClock, LosableStore } from '@tiered-limiter/test-harness';
+import { describe, expect, it } from 'vitest';
+import { sdk } from './otel-sdk.js';
+
+const LIMIT = defineLimit({ capacity: 10, refillPerSecond: 1, name: 'api' });
+
+describe('a limiter closed while its store is down', () => {
+  it.each([
+    [
+      'RequestLimiter',
+      (store: LosableStore, clock: FakeClock) =>
+        new RequestLimiter({ store, limits: LIMIT, failurePolicy: 'open', clock }),
+    ],
+    [
+      'TieredLimiter',
+      (store: LosableStore, clock: FakeClock) =>
+        new TieredLimiter({
+          store,
+          limits: LIMIT,
+          failurePolicy: 'open',
+          clock,
+          sync: false,
+          closeTimeoutMs: 50,
+        }),
+    ],
+  ])('%s: its time spent degraded stops at close(), as the OTel counter does', async (_, make) => {
+    const clock = new FakeClock(1_000);
+    const store = new LosableStore(new MemoryStore());
+    store.lost = true;
+    const limiter = make(store, clock);
+    const otel = sdk('tiered-limiter-reporting');
+    const observation = observeLimiter(limiter, otel.meter);
+    // The default breaker opens at the third failure in a row.
+    for (let i = 0; i < 3; i++) expect((await limiter.consume(`k${i}`)).tier).toBe('fallback');
+    clock.advance(2_000);
+    await limiter.close();
+    const atClose = limiter.stats().fallbackMs;
+    expect(atClose).toBe(2_000);
+    clock.advance(60_000);
+    // A closed limiter makes no calls: an hour later it has spent no more time degraded.
+    expect(limiter.stats().fallbackMs).toBe(atClose);
+    const seconds = (await otel.collect()).get(METRICS.degradedTime)?.dataPoints[0]?.value;
+    expect(seconds).toBe(2);
+    observation.stop();
+    await otel.shutdown();
+  });
+});
