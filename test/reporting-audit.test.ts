@@ -52,3 +52,33 @@ describe('a limiter closed while its store is down', () => {
     await otel.shutdown();
   });
 });
+
+describe('one limiter observed twice on one meter', () => {
+  it('reads one breaker opening as one, like every other counter, and leaves no listener', async () => {
+    const otel = sdk('tiered-limiter-reporting');
+    const store = new LosableStore(new MemoryStore());
+    store.lost = true;
+    const limiter = new RequestLimiter({ store, limits: LIMIT, failurePolicy: 'open' });
+    let events = 0;
+    limiter.on('degraded', () => events++);
+    const first = observeLimiter(limiter, otel.meter);
+    const second = observeLimiter(limiter, otel.meter);
+    for (let i = 0; i < 3; i++) await limiter.consume(`k${i}`);
+    const metrics = await otel.collect();
+    expect(events).toBe(1);
+    expect(metrics.get(METRICS.degradations)?.dataPoints.map((p) => p.value)).toEqual([1]);
+    // The decisions, read from stats(), were never doubled: the series is the same.
+    expect(metrics.get(METRICS.decisions)?.dataPoints.map((p) => p.value)).toEqual([3, 0]);
+    first.stop();
+    first.stop();
+    second.stop();
+    expect(limiter.listenerCount('degraded')).toBe(1);
+    await limiter.close();
+    // A closed limiter can be observed: its last figures, nothing thrown.
+    const late = observeLimiter(limiter, otel.meter);
+    expect((await otel.collect()).get(METRICS.decisions)?.dataPoints.map((p) => p.value)).toEqual([3, 0]);
+    late.stop();
+    expect(limiter.listenerCount('degraded')).toBe(1);
+    await otel.shutdown();
+  });
+});

@@ -8,7 +8,6 @@ const METER_METHODS = [
   'createObservableCounter',
   'createObservableGauge',
   'createObservableUpDownCounter',
-  'createCounter',
   'addBatchObservableCallback',
   'removeBatchObservableCallback',
 ] as const;
@@ -128,10 +127,7 @@ export function observeLimiter(
   });
   const degraded = gauge(METRICS.degraded, '1 while the store is considered down', '1');
   const instances = gauge(METRICS.instances, 'Live instances of the fleet sharing the limit', '{instance}');
-  const degradations = meter.createCounter(METRICS.degradations, {
-    description: 'Times the store was considered down',
-    unit: '{event}',
-  });
+  const degradations = counter(METRICS.degradations, 'Times the store was considered down', '{event}');
   const observables: Observable[] = [
     decisions,
     byTier,
@@ -141,7 +137,9 @@ export function observeLimiter(
     degradedTime,
     degraded,
     instances,
+    degradations,
   ];
+  const tally = limiter.on === undefined ? undefined : openings.watch(limiter);
   const callback = (result: BatchObservableResult) => {
     const stats = limiter.stats();
     result.observe(decisions, stats.allowed, { ...base, [ATTRIBUTES.outcome]: 'allowed' });
@@ -174,17 +172,50 @@ export function observeLimiter(
           ? stats.instances
           : stats.instances?.live;
     if (live !== undefined) result.observe(instances, live, base);
+    if (tally !== undefined) result.observe(degradations, tally.count, base);
   };
   meter.addBatchObservableCallback(callback, observables);
-  const onDegraded = () => degradations.add(1, base);
-  limiter.on?.('degraded', onDegraded);
+  let stopped = false;
   return {
     stop() {
+      if (stopped) return;
+      stopped = true;
       meter.removeBatchObservableCallback(callback, observables);
-      limiter.off?.('degraded', onDegraded);
+      if (tally !== undefined) openings.release(limiter);
     },
   };
 }
+
+/** A limiter's breaker openings, counted once however many observations read them. */
+interface Tally {
+  count: number;
+  users: number;
+  readonly listener: () => void;
+}
+
+/**
+ * The `degraded` events of each observed limiter, one listener a limiter: each observation used to
+ * add 1 an event to a counter of its own, and two observations of one limiter on one meter (the
+ * same series) read 2 for one opening, where every counter read from `stats()` reads once. The
+ * listener goes when the last observation stops; the count stays with the limiter, held weakly.
+ */
+const openings = {
+  tallies: new WeakMap<ObservableLimiter, Tally>(),
+  watch(limiter: ObservableLimiter): Tally {
+    let tally = this.tallies.get(limiter);
+    if (tally === undefined) {
+      const created: Tally = { count: 0, users: 0, listener: () => created.count++ };
+      this.tallies.set(limiter, created);
+      tally = created;
+    }
+    if (tally.users++ === 0) limiter.on?.('degraded', tally.listener);
+    return tally;
+  },
+  release(limiter: ObservableLimiter): void {
+    const tally = this.tallies.get(limiter);
+    if (tally !== undefined && --tally.users === 0) limiter.off?.('degraded', tally.listener);
+  },
+};
 
 /**
  * Checks that `limiter` can be observed: a `stats()` that reports `allowed` and `denied`, and
