@@ -82,3 +82,34 @@ describe('one limiter observed twice on one meter', () => {
     await otel.shutdown();
   });
 });
+
+describe('two limiters observed through one meter (the otel README, Reading the figures)', () => {
+  it('are one series with the same attributes, the last observed hiding the other; two with their own', async () => {
+    const otel = sdk('tiered-limiter-reporting');
+    const make = () => new RequestLimiter({ store: new MemoryStore(), limits: LIMIT, failurePolicy: 'open' });
+    const [a, b] = [make(), make()];
+    for (let i = 0; i < 3; i++) await a.consume('k');
+    await b.consume('k');
+    const observations = [observeLimiter(a, otel.meter), observeLimiter(b, otel.meter)];
+    const allowed = async () =>
+      ((await otel.collect()).get(METRICS.decisions)?.dataPoints ?? [])
+        .filter((p) => p.attributes['tiered_limiter.outcome'] === 'allowed')
+        .map((p) => [p.attributes['tiered_limiter.name'], p.value]);
+    expect(await allowed()).toEqual([[undefined, 1]]);
+    for (const observation of observations) observation.stop();
+    const otel2 = sdk('tiered-limiter-reporting');
+    const named = [
+      observeLimiter(a, otel2.meter, { attributes: { 'tiered_limiter.name': 'a' } }),
+      observeLimiter(b, otel2.meter, { attributes: { 'tiered_limiter.name': 'b' } }),
+    ];
+    const points = ((await otel2.collect()).get(METRICS.decisions)?.dataPoints ?? [])
+      .filter((p) => p.attributes['tiered_limiter.outcome'] === 'allowed')
+      .map((p) => [p.attributes['tiered_limiter.name'], p.value]);
+    expect(points).toEqual([
+      ['a', 3],
+      ['b', 1],
+    ]);
+    for (const observation of named) observation.stop();
+    await Promise.all([a.close(), b.close(), otel.shutdown(), otel2.shutdown()]);
+  });
+});

@@ -39,7 +39,7 @@ export const ATTRIBUTES = Object.freeze({
   tier: 'tiered_limiter.tier',
   /** `leased`, `taken`, `optimistic`, `refunded`, `expired`, `unreported`. */
   tokenState: 'tiered_limiter.token.state',
-  /** A store call: `reserve` (a lease refill), `take`, `settle` (hand-backs alone), `peek`, `reset`. */
+  /** A store call: `reserve` (a lease refill), `take`, `settle` (an op that asks for nothing: hand-backs, rewards, optimistic charges), `peek`, `reset`. */
   operation: 'tiered_limiter.store.operation',
   /** The failure of a store call: the error's `code` (`ERR_TL_STORE`, …) or its name. */
   errorType: 'error.type',

@@ -24,7 +24,10 @@ export interface TieredLimiterStats extends LimiterStats {
   readonly storeOps: number;
   /** Refill (`reserve`) ops sent. */
   readonly refills: number;
-  /** Settle ops sent (reports alone: expired or evicted leases, `close()`). */
+  /**
+   * Settle ops sent: every op that asks for nothing (hand-backs of expired or evicted leases and at
+   * `close()`, `reward` and `penalty`, optimistic cold start's charges).
+   */
   readonly refunds: number;
   /** Tokens granted by the global bucket as leases. */
   readonly tokensLeased: number;
