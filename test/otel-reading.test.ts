@@ -2,7 +2,7 @@
  * Two promises of `@tiered-limiter/otel`'s README, "Reading the figures", no other test held: every
  * try of `acquire` is a decision (a request that waited shows its denied tries beside its
  * admission), and with `breaker: false` the degraded figures never move while each failed call is a
- * `failure` event and a policy's decision (`by_tier{tier=fallback}`). The default breaker beside it
+ * `failure` event and a policy's decision (`tier.decisions{tier=fallback}`). The default breaker beside it
  * shows what the second would read otherwise.
  */
 import type { DataPoint, MetricData } from '@opentelemetry/sdk-metrics';

@@ -4,7 +4,7 @@
  */
 import { defineLimit } from '@tiered-limiter/core';
 import { MemoryStore, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
-import { METRICS, observeLimiter } from '@tiered-limiter/otel';
+import { ATTRIBUTES, METRICS, observeLimiter } from '@tiered-limiter/otel';
 import { FakeClock, LosableStore } from '@tiered-limiter/test-harness';
 import { describe, expect, it } from 'vitest';
 import { sdk } from './otel-sdk.js';
@@ -111,5 +111,26 @@ describe('two limiters observed through one meter (the otel README, Reading the 
     ]);
     for (const observation of named) observation.stop();
     await Promise.all([a.close(), b.close(), otel.shutdown(), otel2.shutdown()]);
+  });
+});
+
+describe("the metric names, by OpenTelemetry's naming rules (semantic-conventions, general/naming.md)", () => {
+  const names = Object.values(METRICS);
+
+  it('no metric namespace is plural ("Metric namespaces SHOULD NOT be pluralized")', () => {
+    const plural = names.flatMap((name) =>
+      name
+        .split('.')
+        .slice(0, -1)
+        .filter((part) => part.endsWith('s'))
+        .map((part) => `${name}: ${part}`),
+    );
+    expect(plural).toEqual([]);
+  });
+
+  it('every name is lowercase snake_case under tiered_limiter, and attribute keys too', () => {
+    for (const name of [...names, ...Object.values(ATTRIBUTES).filter((k) => k !== 'error.type')]) {
+      expect(name).toMatch(/^tiered_limiter(\.[a-z][a-z0-9_]*[a-z0-9])+$/);
+    }
   });
 });

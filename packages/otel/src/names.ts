@@ -8,8 +8,11 @@
 export const METRICS = Object.freeze({
   /** Decisions by outcome (`tiered_limiter.outcome`: `allowed`, `denied`). Counter, `{decision}`. */
   decisions: 'tiered_limiter.decisions',
-  /** Decisions by the tier that made them (`tiered_limiter.tier`). Counter, `{decision}`. */
-  decisionsByTier: 'tiered_limiter.decisions.by_tier',
+  /**
+   * Decisions by the tier that made them (`tiered_limiter.tier`). Counter, `{decision}`. Not
+   * `tiered_limiter.decisions.*`: OpenTelemetry's naming rules want no plural namespace.
+   */
+  decisionsByTier: 'tiered_limiter.tier.decisions',
   /**
    * Operations sent to the shared store (refills and hand-backs, or per-request takes); a store that
    * coalesces, as `RedisStore` does, carries many in one call. Counter, `{operation}`.
@@ -17,8 +20,11 @@ export const METRICS = Object.freeze({
   storeOperations: 'tiered_limiter.store.operations',
   /** Tokens by what became of them (`tiered_limiter.token.state`). Counter, `{token}`. */
   tokens: 'tiered_limiter.tokens',
-  /** Tokens held in leases now. UpDownCounter, `{token}`. */
-  tokensHeld: 'tiered_limiter.tokens.held',
+  /**
+   * Tokens held in leases now. UpDownCounter, `{token}`: singular, as OpenTelemetry names an
+   * UpDownCounter (`tiered_limiter.tokens.held` had a plural namespace and read as a counter's).
+   */
+  tokensHeld: 'tiered_limiter.token.held',
   /** Time spent degraded (the store considered down). Counter, `s`. */
   degradedTime: 'tiered_limiter.degraded.time',
   /** 1 while the store is considered down, else 0. Gauge, `1`. */
