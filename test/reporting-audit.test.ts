@@ -4,7 +4,7 @@
  */
 import { defineLimit } from '@tiered-limiter/core';
 import { MemoryStore, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
-import { ATTRIBUTES, METRICS, observeLimiter } from '@tiered-limiter/otel';
+import { ATTRIBUTES, instrumentStore, METRICS, observeLimiter } from '@tiered-limiter/otel';
 import { FakeClock, LosableStore } from '@tiered-limiter/test-harness';
 import { describe, expect, it } from 'vitest';
 import { sdk } from './otel-sdk.js';
@@ -132,5 +132,28 @@ describe("the metric names, by OpenTelemetry's naming rules (semantic-convention
     for (const name of [...names, ...Object.values(ATTRIBUTES).filter((k) => k !== 'error.type')]) {
       expect(name).toMatch(/^tiered_limiter(\.[a-z][a-z0-9_]*[a-z0-9])+$/);
     }
+  });
+});
+
+describe("instrumentStore's error.type", () => {
+  it('is the code where it is a string, else the class name, else _OTHER', async () => {
+    const otel = sdk('tiered-limiter-reporting');
+    const failures: unknown[] = [
+      Object.assign(new Error('refused'), { code: 'ECONNREFUSED' }),
+      Object.assign(new TypeError('numeric code'), { code: 42 }),
+      'a string, no error',
+    ];
+    const inner = new MemoryStore();
+    const store = instrumentStore(
+      { apply: () => Promise.reject(failures.shift()), reset: (key, limits) => inner.reset(key, limits) },
+      otel.meter,
+    );
+    for (let i = 0; i < 3; i++)
+      await store.apply({ key: 'k', limits: [LIMIT], take: 1 }).catch(() => undefined);
+    const types = ((await otel.collect()).get(METRICS.storeDuration)?.dataPoints ?? []).map(
+      (p) => p.attributes[ATTRIBUTES.errorType],
+    );
+    expect(types.sort()).toEqual(['ECONNREFUSED', 'TypeError', '_OTHER']);
+    await otel.shutdown();
   });
 });

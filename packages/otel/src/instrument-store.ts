@@ -81,11 +81,10 @@ export function instrumentStore(
         return value;
       },
       (error: unknown) => {
-        const type = (error as { code?: unknown; name?: unknown } | null)?.code ?? (error as Error)?.name;
         duration.record(seconds(), {
           ...base,
           [ATTRIBUTES.operation]: operation,
-          [ATTRIBUTES.errorType]: typeof type === 'string' ? type : 'Error',
+          [ATTRIBUTES.errorType]: errorTypeOf(error),
         });
         throw error;
       },
@@ -115,4 +114,16 @@ export function instrumentStore(
   const groupOf = store.groupOf;
   if (groupOf !== undefined) wrapped.groupOf = (key: string): number => groupOf.call(store, key);
   return wrapped;
+}
+
+/**
+ * The `error.type` of a failed call: the error's `code` where it is a string, else its class's
+ * name, else OpenTelemetry's fallback `_OTHER`. A numeric `code` hid the name (a `TypeError` read
+ * `Error`), and a rejection with no error at all read as one.
+ */
+function errorTypeOf(error: unknown): string {
+  const read = error as { code?: unknown; name?: unknown } | null | undefined;
+  if (typeof read?.code === 'string' && read.code !== '') return read.code;
+  if (typeof read?.name === 'string' && read.name !== '') return read.name;
+  return '_OTHER';
 }

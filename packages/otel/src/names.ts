@@ -47,7 +47,7 @@ export const ATTRIBUTES = Object.freeze({
   tokenState: 'tiered_limiter.token.state',
   /** A store call: `reserve` (a lease refill), `take`, `settle` (an op that asks for nothing: hand-backs, rewards, optimistic charges), `peek`, `reset`. */
   operation: 'tiered_limiter.store.operation',
-  /** The failure of a store call: the error's `code` (`ERR_TL_STORE`, …) or its name. */
+  /** The failure of a store call: the error's `code` (`ERR_TL_STORE`, …), its name, or `_OTHER`. */
   errorType: 'error.type',
 });
 
