@@ -4,7 +4,7 @@
  * offered its count as Redis's round trips (64 counted against 2 calls here).
  */
 import { readFileSync } from 'node:fs';
-import type { HistogramDataPoint } from '@opentelemetry/sdk-metrics';
+import type { DataPoint, Histogram } from '@opentelemetry/sdk-metrics';
 import { defineLimit } from '@tiered-limiter/core';
 import { instrumentStore, METRICS } from '@tiered-limiter/otel';
 import { RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
@@ -28,7 +28,7 @@ describe('instrumentStore over a RedisStore', () => {
       Array.from({ length: 64 }, (_, i) => store.apply({ key: `k${i}`, limits: [LIMIT], take: 1 })),
     );
     const points = ((await otel.collect()).get(METRICS.storeDuration)?.dataPoints ??
-      []) as HistogramDataPoint[];
+      []) as DataPoint<Histogram>[];
     const counted = points.reduce((sum, p) => sum + p.value.count, 0);
     expect(counted).toBe(64);
     expect(raw.stats().ops).toBe(64);
