@@ -39,6 +39,6 @@ export interface RequestLimiterStats extends LimiterStats {
   readonly storeOps: number;
   /** Store calls that failed or timed out. */
   readonly storeFailures: number;
-  /** Milliseconds spent degraded (store considered down), the current spell included. */
+  /** Milliseconds spent degraded (store considered down), the current spell included, until `close()` ends. */
   readonly fallbackMs: number;
 }

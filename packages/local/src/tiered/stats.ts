@@ -60,7 +60,7 @@ export interface TieredLimiterStats extends LimiterStats {
     /** The longest, in ms. */
     readonly max: number;
   };
-  /** Milliseconds spent degraded (store considered down), the current spell included. */
+  /** Milliseconds spent degraded (store considered down), the current spell included, until `close()` ends. */
   readonly fallbackMs: number;
   /** Whether the store is considered down now. */
   readonly degraded: boolean;
