@@ -16,8 +16,8 @@ import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type EncodableOp, encodeOps, readReplies } from '../src/ops-codec.js';
-import { SCRIPTS } from '../src/scripts.js';
 import { checkWaits, opOf, stepArb, steppedLimit } from './agreement-ops.js';
+import { clockedApply } from './clocked-apply.js';
 import { RedisModel } from './redis-model.js';
 import { readBucket } from './stored-bucket.js';
 
@@ -27,11 +27,7 @@ const prefix = uniquePrefix('agree');
 const clockKey = `${prefix}:clock`;
 let runs = 0;
 
-/** `apply.lua` with its clock read from `clockKey` (µs) instead of TIME. */
-const CLOCKED = SCRIPTS.apply.replace(
-  'local now = tonumber(time[1]) * 1000000 + tonumber(time[2])',
-  `local now = tonumber(redis.call('GET', '${clockKey}'))`,
-);
+const CLOCKED = clockedApply(clockKey);
 
 beforeAll(async () => {
   server = await startRedis();

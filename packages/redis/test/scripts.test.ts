@@ -21,6 +21,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeOps, readReplies } from '../src/ops-codec.js';
 import { SCRIPTS } from '../src/scripts.js';
+import { clockedApply } from './clocked-apply.js';
 import { encodeBucket, encodeTextBucket, readBucket } from './stored-bucket.js';
 
 const { msUntilShared, TOKEN_EPSILON } = internal;
@@ -31,11 +32,7 @@ const prefix = uniquePrefix('scripts');
 const clockKey = `${prefix}:clock`;
 let counter = 0;
 
-/** `apply.lua` with its clock read from `clockKey` (µs) instead of TIME: the arithmetic, not the clock. */
-const CLOCKED = SCRIPTS.apply.replace(
-  'local now = tonumber(time[1]) * 1000000 + tonumber(time[2])',
-  `local now = tonumber(redis.call('GET', '${clockKey}'))`,
-);
+const CLOCKED = clockedApply(clockKey);
 
 beforeAll(async () => {
   server = await startRedis();
