@@ -99,7 +99,11 @@ export class MemoryStore implements GlobalStore {
     const states: SharedBucketState[] = [];
     for (const spec of limits) {
       const entry = this.#buckets.get(entryKey(op.key, spec));
-      states.push(entry === undefined ? freshSharedBucket(spec, now) : copyOf(entry.state));
+      // A bucket full by the limits that made it is one the sweep would have dropped: read as gone
+      // whether the sweep has reached it or not, so that an answer never hangs on how many ops came
+      // between (after a raised capacity, one found 0 tokens where the sweep's store found 1).
+      const gone = entry === undefined || refilledBy(entry.state, entry.spec, now);
+      states.push(gone ? freshSharedBucket(spec, now) : copyOf(entry.state));
     }
     const reply = applyBucketOp(states, limits, op, now);
     // Kept only when the op changed the buckets, as `apply.lua` writes only those. A peek or a
