@@ -4,13 +4,14 @@
  * on Redis again soon after, with no request counted twice.
  */
 import { type Decision, defineLimit } from '@tiered-limiter/core';
-import { createRedisLimiter, RedisStore, recommendedClusterOptions } from '@tiered-limiter/redis';
+import { createRedisLimiter, recommendedClusterOptions } from '@tiered-limiter/redis';
 import {
   CLIENT_KINDS,
   connectCluster,
   type RedisCluster,
   sleepAtLeast,
   startCluster,
+  tokensTaken,
   uniquePrefix,
   whenReady,
 } from '@tiered-limiter/test-harness';
@@ -86,9 +87,11 @@ describe.each(CLIENT_KINDS)('Cluster: 3 masters, a replica each, a master SIGKIL
       // Read every bucket from the masters now: a take counted twice leaves one missing 2 tokens.
       const checker = cluster.cluster(recommendedClusterOptions);
       await whenReady(checker);
-      const store = new RedisStore({ redis: checker, prefix });
-      const taken = await Promise.all(
-        seen.map((s) => store.apply({ key: s.key, limits: [ONCE] }).then((r) => ONCE.capacity - r.remaining)),
+      const taken = await tokensTaken(
+        checker,
+        prefix,
+        seen.map((s) => s.key),
+        ONCE,
       );
       const fromBack = seen.filter((s) => s.at >= promotedAt + BACK_MS);
       const lastByPolicy = seen.filter((s) => s.decision.tier === 'fallback').at(-1);

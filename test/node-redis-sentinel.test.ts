@@ -17,6 +17,7 @@ import {
   type RedisSentinel,
   sleepAtLeast,
   startSentinel,
+  tokensTaken,
   uniquePrefix,
   whenReady,
 } from '@tiered-limiter/test-harness';
@@ -192,9 +193,11 @@ describe('node-redis Sentinel client (createSentinel)', () => {
     // Read every bucket from the new master: a take counted twice leaves one missing 2 tokens.
     const checker = topology.client(recommendedSentinelOptions);
     await whenReady(checker);
-    const store = new RedisStore({ redis: checker, prefix });
-    const taken = await Promise.all(
-      seen.map((s) => store.apply({ key: s.key, limits: [ONCE] }).then((r) => ONCE.capacity - r.remaining)),
+    const taken = await tokensTaken(
+      checker,
+      prefix,
+      seen.map((s) => s.key),
+      ONCE,
     );
     const figures = {
       decisions: seen.length,

@@ -71,6 +71,7 @@ export type { CutOutcome } from './store-ops.js';
 export { destroySocket, storeOps, takeWhileCutting } from './store-ops.js';
 export type { TcpProxy } from './tcp-proxy.js';
 export { startTcpProxy } from './tcp-proxy.js';
+export { tokensTaken } from './tokens-taken.js';
 export { uniquePrefix } from './unique-prefix.js';
 // window-bound.ts is the kit's window arithmetic for tests and benches alike: all of it is kit API.
 export * from './window-bound.js';
