@@ -2,16 +2,19 @@
  * How `pnpm bench` gets its Redis, and lets go of it: a REDIS_URL that refuses or never answers
  * ends the run with a clear error, and a run interrupted by a SIGINT to its own process stops the
  * redis-server it started (not 127.0.0.1:6379) and removes that server's directory. Each case runs
- * the bench's quick mode on one filtered section (5 rows, a few seconds).
+ * the bench's quick mode on one filtered section (5 rows, a few seconds). A row's process ends with
+ * the bench.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, LOOPBACK, portIsFree } from '@tiered-limiter/test-harness';
+import { freePort, LOOPBACK, portIsFree, type RedisServer, startRedis } from '@tiered-limiter/test-harness';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RowMessage, RowOrders } from '../bench/src/row-process.js';
+import { benchSettings } from '../bench/src/section.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BENCH = join(ROOT, 'bench');
@@ -155,4 +158,47 @@ describe('pnpm bench on a redis-server of its own', () => {
       }
     }
   }, 120_000);
+});
+
+describe("a bench row's process", () => {
+  let redis: RedisServer;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(() => redis.stop());
+
+  it('ends when the bench goes, rather than running its row on for no one', async () => {
+    // A row that measures for 20 s: a process that finished its row first would outlive the bench by
+    // that long (before the fix it died at its next message to the bench, the row's end).
+    const orders: RowOrders = {
+      section: 'throughput',
+      tasks: [{ name: FILTER, prefix: `tlbench-rowgone-${process.pid}-` }],
+      settings: { ...benchSettings(false, 2), measureMs: 20_000 },
+      url: redis.url,
+    };
+    const row = fork(join(BENCH, 'src', 'row-worker.ts'), [JSON.stringify(orders)], {
+      cwd: BENCH,
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    });
+    const exited = new Promise<number>((resolve) => row.once('exit', () => resolve(Date.now())));
+    try {
+      // The measurement has begun: its probe window opens.
+      await new Promise<void>((resolve, reject) => {
+        row.on('message', (message: RowMessage) => {
+          if (message.type === 'probe-start') resolve();
+        });
+        void exited.then(() => reject(new Error('the row process exited before its measurement')));
+      });
+      // What the bench's exit does to the channel.
+      row.disconnect();
+      const gone = Date.now();
+      const late = setTimeout(() => row.kill('SIGKILL'), 10_000);
+      const exitedAt = await exited;
+      clearTimeout(late);
+      expect(exitedAt - gone).toBeLessThan(2_000);
+    } finally {
+      if (row.exitCode === null && row.signalCode === null) row.kill('SIGKILL');
+    }
+  }, 60_000);
 });

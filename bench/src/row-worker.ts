@@ -8,6 +8,11 @@ import type { RowMessage, RowOrders } from './row-process.js';
 import { SECTION_LOADERS } from './sections.js';
 
 const orders = JSON.parse(process.argv[2]!) as RowOrders;
+
+// The IPC channel closes when the bench exits (a signal, a crash): its row is no longer wanted,
+// and a row runs for seconds and loads the machine, so this process ends with it rather than
+// finishing the row for no one. Its own disconnect below, once every row is sent, ends it the same way.
+process.once('disconnect', () => process.exit(0));
 const send = (message: RowMessage) =>
   new Promise<void>((resolve, reject) =>
     process.send!(message, (error: Error | null) => (error ? reject(error) : resolve())),
