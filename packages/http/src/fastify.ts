@@ -8,6 +8,10 @@ import { settleOnClose } from './respond.js';
 export interface FastifyRequestLike {
   /** Node's `IncomingMessage`. */
   readonly raw: IncomingMessage;
+  /** The client address Fastify computed, by its own `trustProxy` setting. */
+  readonly ip?: string;
+  /** The forwarded chain Fastify believed; Fastify defines it only when its `trustProxy` is set. */
+  readonly ips?: readonly string[];
   /** The route's options; `config.rateLimit` gives a route its own limit (or `false`: none). */
   readonly routeOptions?: {
     /** The route's `config`, where `config.rateLimit` sets or turns off its limit. */
@@ -58,8 +62,10 @@ export interface FastifyRateLimitOptions<Req extends FastifyRequestLike = Fastif
  * does: `{ limiter }` or `{ limit }` (with `createLimiter`), with optional `cost` and `key`; or
  * `false` for none. Without `limiter`, `limit` or `routes`, only routes with a config are limited.
  *
- * `key` and `cost` receive Fastify's request (`Req`); the default key and the `routes` table
- * read Node's message under it (`request.raw`).
+ * `key` and `cost` receive Fastify's request (`Req`); the `routes` table reads Node's message
+ * under it (`request.raw`). When the Fastify app was created with `trustProxy` and this hook's
+ * `trustProxy` is 0, the default key and `allowList` read Fastify's `request.ip`, as
+ * @fastify/rate-limit's default key does; a `trustProxy` of ours above 0 wins over Fastify's.
  *
  * @example
  * import Fastify from 'fastify';
@@ -79,6 +85,7 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
   const check = buildCheck(options, {
     options: ['handler'],
     literalPaths: true,
+    trustedIp: fastifyTrustedIp,
     routeConfig: (request) =>
       (request.routeOptions?.config as { rateLimit?: unknown } | undefined)?.rateLimit,
   });
@@ -115,6 +122,18 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
       }
     }
   };
+}
+
+/**
+ * `request.ip` when the Fastify app trusts proxies, else `undefined`. Fastify defines `ips` only
+ * on the request of an app created with `trustProxy` (its documented sign), so an app that
+ * trusts nothing leaves the address, and the warning about an unbelieved `X-Forwarded-For`, to
+ * `clientIp`.
+ */
+function fastifyTrustedIp(request: FastifyRequestLike): string | undefined {
+  if (!('ips' in request)) return undefined;
+  const { ip } = request;
+  return typeof ip === 'string' && ip !== '' ? ip : undefined;
 }
 
 function toError(error: unknown): Error {

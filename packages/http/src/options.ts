@@ -80,8 +80,9 @@ export interface RateLimitOptions<Req = IncomingMessage> extends RateLimitHeader
    * Proxies in front of the server whose `X-Forwarded-For` entry the default key believes.
    * Off (0) by default because any client can write that header: believed without a proxy
    * that appends to it, it lets a client pick its own key, escape its limit, and spend
-   * someone else's. Set it to the number of proxies that append, no more. On Express, an app
-   * that set `trust proxy` is believed instead (`req.ip`) while this is 0. The header arriving
+   * someone else's. Set it to the number of proxies that append, no more. While this is 0, the
+   * framework's own setting is believed instead: an Express app's `trust proxy` (`req.ip`), a
+   * Fastify app's `trustProxy` (`request.ip`); above 0 it wins over theirs. The header arriving
    * while nothing trusts it, on a request whose address is read (the default key, `allowList`), raises
    * one process warning (`TL_HTTP_UNTRUSTED_FORWARDED_FOR`).
    * @default 0
