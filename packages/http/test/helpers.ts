@@ -29,6 +29,25 @@ export class FlakyStore implements GlobalStore {
   }
 }
 
+/** A store whose every answer comes `delayMs` late: a decision awaited that long. */
+export class SlowStore implements GlobalStore {
+  readonly #inner = new MemoryStore();
+  readonly #delayMs: number;
+
+  constructor(delayMs: number) {
+    this.#delayMs = delayMs;
+  }
+
+  async apply(op: BucketOp): Promise<BucketReply> {
+    await new Promise((resolve) => setTimeout(resolve, this.#delayMs));
+    return this.#inner.apply(op);
+  }
+
+  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
+    return this.#inner.reset(key, limits);
+  }
+}
+
 /** Whole tokens `key` has left in `store`, taking nothing. */
 export async function tokensIn(
   store: GlobalStore,

@@ -4,18 +4,11 @@
  * under `skipFailedRequests`), and a limiter closed while a response runs (no crash, a warning).
  */
 import { connect } from 'node:net';
-import {
-  type BucketOp,
-  type BucketReply,
-  defineLimit,
-  type GlobalStore,
-  type LimitSpec,
-  perMinute,
-} from '@tiered-limiter/core';
+import { defineLimit, perMinute } from '@tiered-limiter/core';
 import { MemoryStore, RequestLimiter } from '@tiered-limiter/local';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ADAPTERS, type ContractOptions, closeApps } from './adapters.js';
-import { tokensIn } from './helpers.js';
+import { SlowStore, tokensIn } from './helpers.js';
 
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -29,25 +22,6 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Waits until `done()` holds, 2 s at most. */
 async function until(done: () => boolean): Promise<void> {
   for (let i = 0; i < 400 && !done(); i++) await sleep(5);
-}
-
-/** A store whose every answer comes `delayMs` late: a decision awaited that long. */
-class SlowStore implements GlobalStore {
-  readonly #inner = new MemoryStore();
-  readonly #delayMs: number;
-
-  constructor(delayMs: number) {
-    this.#delayMs = delayMs;
-  }
-
-  async apply(op: BucketOp): Promise<BucketReply> {
-    await sleep(this.#delayMs);
-    return this.#inner.apply(op);
-  }
-
-  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
-    return this.#inner.reset(key, limits);
-  }
 }
 
 /** The status of one request written by hand, with `target` as its request target. */
@@ -147,6 +121,30 @@ describe.each(ADAPTERS)('requests at the edges, $name', (adapter) => {
       ['127.0.0.1', 1],
       ['127.0.0.1', 1],
     ]);
+  });
+
+  it('a pipelined request whose client left before either decision came: skipFailedRequests gives both back', async () => {
+    const store = new SlowStore(200);
+    const limiter = new RequestLimiter({ store, limits: API, failurePolicy: 'open', timeoutMs: 5000 });
+    closers.push(() => limiter.close());
+    const reward = vi.spyOn(limiter, 'reward');
+    const { url } = await adapter.start({ limiter, skipFailedRequests: true } as ContractOptions);
+    const { hostname, port } = new URL(url);
+    const socket = connect(Number(port), hostname, () => {
+      socket.write('GET /stall HTTP/1.1\r\nHost: x\r\n\r\nGET /items HTTP/1.1\r\nHost: x\r\n\r\n');
+    });
+    socket.on('error', () => undefined);
+    await sleep(50);
+    socket.destroy();
+    // Both decisions land 150 ms later, admitted: /stall's on a response that closed with the
+    // socket, /items's on one still queued behind it, never given the socket, whose request's
+    // 'close' has been and gone.
+    await until(() => reward.mock.calls.length === 2);
+    expect(reward.mock.calls).toEqual([
+      ['127.0.0.1', 1],
+      ['127.0.0.1', 1],
+    ]);
+    expect(await tokensIn(store, '127.0.0.1', [API])).toBe(3);
   });
 
   it('a limiter closed while a response runs: the refund warns, nothing throws', async () => {
