@@ -34,6 +34,7 @@ const READMES: readonly Readme[] = [
       'http-routes',
       'http-plans',
       'http-denials',
+      'http-http2',
       'migrate-express-rate-limit',
       'migrate-fastify-rate-limit',
       'migrate-rate-limiter-flexible',

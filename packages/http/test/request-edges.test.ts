@@ -1,14 +1,17 @@
 /**
  * Requests at the edges, on every adapter over real sockets: an absolute-form target (a route's
- * limit still applies), a client that leaves while its decision is awaited (its tokens come back
- * under `skipFailedRequests`), and a limiter closed while a response runs (no crash, a warning).
+ * limit still applies), a client that leaves while its decision is awaited, pipelined or not, or
+ * that the server times out (its tokens come back under `skipFailedRequests`), and a limiter closed
+ * while a response runs (no crash, a warning).
  */
+import { createServer } from 'node:http';
 import { connect } from 'node:net';
 import { defineLimit, perMinute } from '@tiered-limiter/core';
+import { createRateLimit } from '@tiered-limiter/http';
 import { MemoryStore, RequestLimiter } from '@tiered-limiter/local';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ADAPTERS, type ContractOptions, closeApps } from './adapters.js';
-import { SlowStore, tokensIn } from './helpers.js';
+import { listen, SlowStore, tokensIn } from './helpers.js';
 
 const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -177,5 +180,31 @@ describe('node:http, whose app routes by `new URL(req.url, base)` as Node docume
     // Each reaches the app as /login: the authority of `//evil`, and the dot segments, are read away.
     const spellings = ['//evil/login', '/x/../login', '/x/%2e%2E/login', '/\\evil/login', '/./login'];
     expect(await statusesOf(url, 'POST', ['/login', ...spellings])).toEqual([200, 429, 429, 429, 429, 429]);
+  });
+});
+
+describe('node:http, a request the server times out', () => {
+  it('skipFailedRequests gives its token back, as for a client that left', async () => {
+    const store = new MemoryStore();
+    const limiter = new RequestLimiter({ store, limits: API, failurePolicy: 'open' });
+    closers.push(() => limiter.close());
+    const rateLimit = createRateLimit({ limiter, skipFailedRequests: true });
+    // Admits and never answers: the server's timeout destroys the connection.
+    const server = createServer(async (req, res) => {
+      await rateLimit(req, res);
+    });
+    server.setTimeout(100);
+    const app = await listen(server);
+    closers.push(() => app.close());
+    const { hostname, port } = new URL(app.url);
+    const socket = connect(Number(port), hostname, () => socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n'));
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => socket.once('close', resolve));
+    let tokens = 0;
+    for (let i = 0; i < 100 && tokens !== 3; i++) {
+      await sleep(10);
+      tokens = await tokensIn(store, '127.0.0.1', [API]);
+    }
+    expect(tokens).toBe(3);
   });
 });
