@@ -75,7 +75,7 @@ describe("fastifyRateLimit and Fastify's trustProxy", () => {
     expect(warnings.filter((code) => code === 'TL_HTTP_UNTRUSTED_FORWARDED_FOR')).toHaveLength(2);
   });
 
-  it("a hop count: what Fastify makes of it is the key (≥ 5.12.1 trusts no hop count: together)", async () => {
+  it('a hop count: what Fastify makes of it is the key (≥ 5.12.1 trusts no hop count: together)', async () => {
     // Fastify 5.12.1 dropped hop-count trust (a direct client could forge the hops); `request.ip`
     // is then the peer. The key follows Fastify, as @fastify/rate-limit's does, rather than
     // counting hops Fastify refused to count.
@@ -87,7 +87,10 @@ describe("fastifyRateLimit and Fastify's trustProxy", () => {
     // ours reads the rightmost (what the proxy appended).
     const chain = ['198.51.100.1, 203.0.113.5', '198.51.100.2, 203.0.113.5'];
     expect(await keysBehindProxy(true, chain)).toEqual(APART);
-    expect(await keysBehindProxy(true, chain, { trustProxy: 1 })).toEqual(['200 203.0.113.5', '429 203.0.113.5']);
+    expect(await keysBehindProxy(true, chain, { trustProxy: 1 })).toEqual([
+      '200 203.0.113.5',
+      '429 203.0.113.5',
+    ]);
   });
 
   it("allowList compares Fastify's request.ip when Fastify trusts the proxy", async () => {
