@@ -90,9 +90,11 @@ export function buildCheck<Req>(
         warnOnce(
           owner,
           'TL_HTTP_UNTRUSTED_FORWARDED_FOR',
-          'X-Forwarded-For arrived, but trustProxy is 0: requests are keyed by the socket address. ' +
-            'Behind a proxy that is the proxy, and every client shares one limit. Set `trustProxy` to ' +
-            "the number of proxies that append to X-Forwarded-For (on Express, or app.set('trust proxy', n)).",
+          'X-Forwarded-For arrived, but trustProxy is 0 and the framework believed none of it: requests ' +
+            'are keyed by the socket address. Behind a proxy that is the proxy, and every client shares one ' +
+            'limit. Set `trustProxy` to the number of proxies that append to X-Forwarded-For (on Express, ' +
+            "or app.set('trust proxy', n); on Fastify, or Fastify({ trustProxy }) with the proxies' " +
+            'addresses: Fastify 5.12.1 and later trust no hop count).',
         );
       }
     }

@@ -125,14 +125,17 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
 }
 
 /**
- * `request.ip` when the Fastify app trusts proxies, else `undefined`. Fastify defines `ips` only
- * on the request of an app created with `trustProxy` (its documented sign), so an app that
- * trusts nothing leaves the address, and the warning about an unbelieved `X-Forwarded-For`, to
- * `clientIp`.
+ * `request.ip` when the Fastify app trusts a proxy that forwarded this request, else `undefined`.
+ * Fastify defines `ips` (the peer, then each forwarded hop it believed) only on the request of an
+ * app created with `trustProxy`. When it believed no hop (no header, a peer it does not trust, or
+ * a hop count, which Fastify 5.12.1 and later trust nothing from) `request.ip` is the peer's
+ * address, which `clientIp` reads too, and warns of an `X-Forwarded-For` nothing believed.
  */
 function fastifyTrustedIp(request: FastifyRequestLike): string | undefined {
   if (!('ips' in request)) return undefined;
-  const { ip } = request;
+  const { ips } = request;
+  if (!Array.isArray(ips) || ips.length < 2) return undefined;
+  const ip: unknown = ips[ips.length - 1];
   return typeof ip === 'string' && ip !== '' ? ip : undefined;
 }
 
