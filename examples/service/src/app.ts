@@ -33,6 +33,10 @@ export interface Service {
 /** Starts one process of the service: its Redis client, its limiters, its HTTP server. */
 export async function startService(options: ServiceOptions): Promise<Service> {
   const redis = new Redis(options.redisUrl, recommendedRedisOptions);
+  // ioredis emits every failed reconnect as an `error` event and, with no listener, prints each
+  // with its stack (one a second per process through an outage). The limiters' `degraded` and
+  // `recovered` events below say what an outage means for the limits, once each.
+  redis.on('error', () => {});
   // With the offline queue off, a command sent before the connection is up fails at once: wait.
   await whenReady(redis, REDIS_READY_TIMEOUT_MS);
   const store = new RedisStore({ redis, prefix: options.prefix });
@@ -66,7 +70,15 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     );
   }
 
-  // Requests are keyed by client IP (the default). `/health` and unknown paths are not limited.
+  // What each limiter of this process has decided and holds (`stats()`), for `GET /metrics`.
+  const metrics = () => ({
+    pid: process.pid,
+    login: login.stats(),
+    items: items.stats(),
+    report: report.stats(),
+  });
+
+  // Requests are keyed by client IP (the default). `/health`, `/metrics` and unknown paths are not limited.
   const rateLimit = createRateLimit({
     routes: {
       'POST /login': login,
@@ -79,7 +91,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     res.setHeader('X-Served-By', String(process.pid));
     try {
       if (!(await rateLimit(req, res))) return;
-      const [status, body] = route(req);
+      const [status, body] = route(req, metrics);
       send(res, status, body);
     } catch (error) {
       send(res, 500, { error: String(error) });
@@ -94,14 +106,22 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       const closed = new Promise((resolve) => server.close(resolve));
       server.closeIdleConnections();
       await closed;
+      const before = items.stats();
+      // The two-tier limiter hands its unspent leased tokens back to Redis here: without it they
+      // stay out of the shared bucket until their lease ends.
       await Promise.all([login.close(), items.close(), report.close()]);
+      const after = items.stats();
+      console.log(
+        `[${process.pid}] closed: ${after.tokensRefunded - before.tokensRefunded} unspent leased tokens ` +
+          `handed back, ${after.tokensUnreported - before.tokensUnreported} not reported (Redis unreachable)`,
+      );
       await redis.quit().catch(() => redis.disconnect());
     },
   };
 }
 
-/** The API itself: a status and a JSON body. */
-function route(req: IncomingMessage): [status: number, body: unknown] {
+/** The API itself: a status and a JSON body. `metrics` reads this process's limiters. */
+function route(req: IncomingMessage, metrics: () => unknown): [status: number, body: unknown] {
   const path = new URL(req.url ?? '/', 'http://localhost').pathname;
   const endpoint = `${req.method} ${path}`;
   switch (endpoint) {
@@ -116,6 +136,8 @@ function route(req: IncomingMessage): [status: number, body: unknown] {
     }
     case 'GET /health':
       return [200, { ok: true }];
+    case 'GET /metrics':
+      return [200, metrics()];
     default:
       return [404, { error: 'not found' }];
   }
