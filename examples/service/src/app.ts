@@ -111,9 +111,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       // stay out of the shared bucket until their lease ends.
       await Promise.all([login.close(), items.close(), report.close()]);
       const after = items.stats();
+      const handedBack = after.tokensRefunded - before.tokensRefunded;
+      const unreported = after.tokensUnreported - before.tokensUnreported;
       console.log(
-        `[${process.pid}] closed: ${after.tokensRefunded - before.tokensRefunded} unspent leased tokens ` +
-          `handed back, ${after.tokensUnreported - before.tokensUnreported} not reported (Redis unreachable)`,
+        `[${process.pid}] closed: ${handedBack} unspent leased tokens handed back` +
+          (unreported > 0 ? `, ${unreported} not reported (Redis unreachable)` : ''),
       );
       await redis.quit().catch(() => redis.disconnect());
     },

@@ -87,8 +87,12 @@ async function worker(): Promise<void> {
     port,
     ...(process.env.STORE_TIMEOUT_MS ? { storeTimeoutMs: Number(process.env.STORE_TIMEOUT_MS) } : {}),
   });
+  // Ctrl-C signals every process of the terminal's group: this worker hears SIGINT itself and then
+  // the primary's SIGTERM. One close, however many signals.
+  let closing: Promise<void> | undefined;
   const shutdown = async () => {
-    await service.close();
+    closing ??= service.close();
+    await closing;
     process.exit(0);
   };
   process.once('SIGTERM', () => void shutdown());
