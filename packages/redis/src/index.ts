@@ -19,6 +19,7 @@ export {
   recommendedSentinelOptions,
   recommendedValkeyClusterOptions,
   recommendedValkeyOptions,
+  recommendedValkeySentinelOptions,
 } from './recommended-clients.js';
 export {
   RECOMMENDED_CONNECT_TIMEOUT_MS,

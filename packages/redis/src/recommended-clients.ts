@@ -157,3 +157,22 @@ export const recommendedSentinelOptions = Object.freeze({
    */
   sentinelCommandTimeout: RECOMMENDED_CONNECT_TIMEOUT_MS,
 } satisfies RedisOptions);
+
+/**
+ * iovalkey options for a client of a Sentinel-managed master (add `sentinels` and `name`):
+ * `recommendedSentinelOptions`. iovalkey keeps ioredis' Sentinel connector (`failoverDetector`,
+ * `sentinelRetryStrategy`, `sentinelCommandTimeout`) and its `reconnectOnError`, and moves to the
+ * promoted replica as ioredis does (tested: a master killed and a `SENTINEL FAILOVER` under load).
+ *
+ * @example
+ * import Valkey from 'iovalkey';
+ * import { recommendedValkeySentinelOptions, whenReady } from '@tiered-limiter/redis';
+ *
+ * const valkey = new Valkey({
+ *   ...recommendedValkeySentinelOptions,
+ *   sentinels: [{ host: '127.0.0.1', port: 26379 }],
+ *   name: 'mymaster',
+ * });
+ * await whenReady(valkey);
+ */
+export const recommendedValkeySentinelOptions = recommendedSentinelOptions;
