@@ -31,15 +31,7 @@ const itemsKey = `${prefix}:{127.0.0.1}:items`;
 
 beforeAll(async () => {
   redis = await startRedis();
-  service = await startExampleService({
-    REDIS_URL: redis.url,
-    HOST: '127.0.0.1',
-    PORT: '0',
-    WORKERS: String(WORKERS),
-    LIMIT_PREFIX: prefix,
-    // A slow reply on a loaded machine must not pass for Redis being away.
-    STORE_TIMEOUT_MS: '1000',
-  });
+  service = await startExampleService({ redisUrl: redis.url, workers: WORKERS, prefix });
 });
 
 afterAll(async () => {

@@ -34,12 +34,32 @@ export interface ExampleService {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
+/** Where and how `startExampleService` runs the service. */
+export interface ExampleServiceOptions {
+  /** The Redis the workers share (`REDIS_URL`). */
+  readonly redisUrl: string;
+  /** Worker processes (`WORKERS`). */
+  readonly workers: number;
+  /** The start of every Redis key (`LIMIT_PREFIX`). */
+  readonly prefix: string;
+}
+
 /**
- * Starts `src/main.ts` of the example service with `env` over the current environment, and
- * resolves once it prints `listening http://127.0.0.1:PORT` (set `PORT=0`); rejects if it exits
- * first or does not listen within 45 s.
+ * Starts `src/main.ts` of the example service on 127.0.0.1 and a free port, and resolves once it
+ * prints `listening http://127.0.0.1:PORT`; rejects if it exits first or does not listen within
+ * 45 s. Every limiter's store timeout is 1 s (`STORE_TIMEOUT_MS`): a loaded machine's slow reply
+ * must not pass for Redis being away (a 503 on a closed route, a degraded header on the open one),
+ * and with Redis stopped, calls fail at once whatever it is.
  */
-export function startExampleService(env: Record<string, string>): Promise<ExampleService> {
+export function startExampleService(options: ExampleServiceOptions): Promise<ExampleService> {
+  const env = {
+    REDIS_URL: options.redisUrl,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    WORKERS: String(options.workers),
+    LIMIT_PREFIX: options.prefix,
+    STORE_TIMEOUT_MS: '1000',
+  };
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
     cwd: SERVICE_DIR,
     env: { ...process.env, ...env },

@@ -4,7 +4,7 @@ export type { Closable } from './clients.js';
 export { ClientSet, closeClient, whenReady } from './clients.js';
 export type { CommandDelta, CommandStat, CommandStats } from './commandstats.js';
 export { commandDelta, parseCommandStats, ROUND_TRIP_COMMANDS, readCommandStats } from './commandstats.js';
-export type { ExampleService, ServiceReply } from './example-service.js';
+export type { ExampleService, ExampleServiceOptions, ServiceReply } from './example-service.js';
 export { startExampleService } from './example-service.js';
 export { FakeClock } from './fake-clock.js';
 export type { FleetOrders, FleetReport, RunFleetOptions } from './fleet.js';
