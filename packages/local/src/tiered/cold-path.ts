@@ -3,6 +3,7 @@ import {
   type BucketReply,
   type Decision,
   denyDecision,
+  type LimitSpec,
   StoreTimeoutError,
 } from '@tiered-limiter/core';
 import { decisionOf } from '../guard/guarded-store.js';
@@ -75,6 +76,14 @@ export class ColdPath {
     }
     lease.asked += cost;
     return this.#parts.store.count(rememberedDenial(lease, cost, now, this.#timing.aheadMs, 'lease'));
+  }
+
+  /**
+   * New limits weighed against optimistic cold start's rule before anything changes (`setLimits`):
+   * throws a `ConfigError` naming the option they break, else returns what puts them in force here.
+   */
+  weighLimits(limits: readonly LimitSpec[]): () => void {
+    return this.#coldStart?.weigh(limits) ?? noChange;
   }
 
   /** `lease` left the table (evicted, reset, closed): optimistic cold start remembers a recent start. */
@@ -255,6 +264,8 @@ export class ColdPath {
     return store.count(allowDecision(spec.capacity - cost, 0, spec, 'local'));
   }
 }
+
+function noChange(): void {}
 
 /**
  * A refill's result, or a timeout once `leftMs` have passed (the call goes on, and its grant lands

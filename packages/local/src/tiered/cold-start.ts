@@ -1,4 +1,5 @@
-import type { ColdStartConfig } from './fleet-options.js';
+import type { LimitSpec } from '@tiered-limiter/core';
+import { type ColdStartConfig, coldStartUnder } from './fleet-options.js';
 
 /** Slots of the spacing table: keys share a slot by hash, and a collision only withholds optimism. */
 const SLOTS = 1 << 16;
@@ -14,7 +15,7 @@ const SLOTS = 1 << 16;
  */
 export class ColdStart {
   readonly credit: number;
-  readonly #spacingMs: number;
+  #config: ColdStartConfig;
   readonly #lastUse = new Float64Array(SLOTS).fill(Number.NEGATIVE_INFINITY);
   /**
    * Since when the fleet has been known, unbroken, to be within the declared instances
@@ -24,7 +25,7 @@ export class ColdStart {
 
   constructor(config: ColdStartConfig, creditSince: (nowMs: number) => number | undefined) {
     this.credit = config.credit;
-    this.#spacingMs = config.spacingMs;
+    this.#config = config;
     this.#creditSince = creditSince;
   }
 
@@ -36,14 +37,26 @@ export class ColdStart {
    * (a restart) would give the key a second credit within the spacing.
    */
   mayStart(key: string, nowMs: number): boolean {
-    if (nowMs - this.#lastUse[slotOf(key)]! < this.#spacingMs) return false;
+    if (nowMs - this.#lastUse[slotOf(key)]! < this.#config.spacingMs) return false;
     const since = this.#creditSince(nowMs);
-    return since !== undefined && nowMs - since >= this.#spacingMs;
+    return since !== undefined && nowMs - since >= this.#config.spacingMs;
+  }
+
+  /**
+   * New limits weighed against the rule before anything changes: throws a `ConfigError` naming
+   * the option they break, else returns what puts them in force here (a default spacing follows
+   * the limits, as at construction).
+   */
+  weigh(limits: readonly LimitSpec[]): () => void {
+    const next = coldStartUnder(this.#config, limits);
+    return () => {
+      this.#config = next;
+    };
   }
 
   /** `key`'s lease leaves the table at `nowMs`: a start within the spacing is remembered by slot. */
   left(key: string, claimedAtMs: number, nowMs: number): void {
-    if (nowMs - claimedAtMs >= this.#spacingMs) return;
+    if (nowMs - claimedAtMs >= this.#config.spacingMs) return;
     const slot = slotOf(key);
     if (claimedAtMs > this.#lastUse[slot]!) this.#lastUse[slot] = claimedAtMs;
   }

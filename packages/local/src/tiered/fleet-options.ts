@@ -77,7 +77,15 @@ export interface SyncConfig {
 /** `ColdStartOptions` in optimistic mode, checked; `undefined` for exact. */
 export interface ColdStartConfig {
   readonly credit: number;
+  /** The spacing in force: the one given, or the smallest the rule allows for the limits in force. */
   readonly spacingMs: number;
+  /** What the rule is weighed against again when the limits change (`coldStartUnder`). */
+  readonly rule: {
+    readonly instances: number;
+    readonly leaseMs: number;
+    /** `coldStart.spacingMs` as given, or `undefined` for the default. */
+    readonly givenSpacingMs: number | undefined;
+  };
 }
 
 /** Checks `sync` (`false` turns the periodic sync off). */
@@ -127,9 +135,23 @@ export function resolveColdStart(
   }
   const credit = assertInteger('coldStart.credit', o.credit ?? 1, 1, 1_000_000);
   // A spacing of the wrong kind is named as such before the rule is weighed.
-  const spacing =
+  const givenSpacingMs =
     o.spacingMs === undefined ? undefined : assertInteger('coldStart.spacingMs', o.spacingMs, 1, 86_400_000);
-  let spacingFloor = leaseMs;
+  return coldStartUnder({ credit, spacingMs: 0, rule: { instances, leaseMs, givenSpacingMs } }, limits);
+}
+
+/**
+ * `config` weighed against `limits` (at construction, and again by `setLimits`): refused, naming
+ * the option and the limit, unless `N·credit ≤ 0.1·capacity` and the spacing is at least
+ * `max(leaseMs, N·credit ÷ rate)` for every limit; a default spacing becomes that floor. Weighed
+ * at construction alone, new limits with a tenth of the capacity or of the rate kept the credit and
+ * the spacing made for the old ones: credit 10 given on a capacity of 20, every 1 s where the
+ * rule asks 10 s.
+ */
+export function coldStartUnder(config: ColdStartConfig, limits: readonly LimitSpec[]): ColdStartConfig {
+  const { credit, rule } = config;
+  const { instances } = rule;
+  let spacingFloor = rule.leaseMs;
   for (const spec of limits) {
     if (instances * credit > 0.1 * spec.capacity) {
       throw new ConfigError(
@@ -140,7 +162,7 @@ export function resolveColdStart(
     }
     spacingFloor = Math.max(spacingFloor, Math.ceil((instances * credit) / spec.refillPerMs));
   }
-  const spacingMs = spacing ?? spacingFloor;
+  const spacingMs = rule.givenSpacingMs ?? spacingFloor;
   if (spacingMs < spacingFloor) {
     throw new ConfigError(
       'coldStart.spacingMs',
@@ -148,5 +170,5 @@ export function resolveColdStart(
       `at least max(lease lifetime, N·credit ÷ rate) = ${spacingFloor} ms`,
     );
   }
-  return { credit, spacingMs };
+  return { credit, spacingMs, rule };
 }

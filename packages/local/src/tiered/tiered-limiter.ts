@@ -243,13 +243,18 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
   /**
    * Replaces the limits; leased tokens go back and the next leases follow. A limit that keeps its
    * name keeps each key's global and fallback buckets (cut to a lower capacity); a new name (an
-   * unnamed limit is named by its numbers) starts full.
+   * unnamed limit is named by its numbers) starts full. With optimistic cold start the new limits
+   * must keep its rule, as at construction (a default spacing follows them): else it throws a
+   * `ConfigError` naming `coldStart.credit` or `coldStart.spacingMs`, and nothing changes.
    */
   setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
     if (this.#closed !== undefined) throw new ClosedError('TieredLimiter');
     const next = assertLimits('limits', limits);
+    // Optimistic cold start's rule holds for the new limits too, or nothing changes.
+    const coldStartUnderNext = this.#parts.cold.weighLimits(next);
     const before = this.#limits;
     this.#parts.store.setLimits(next);
+    coldStartUnderNext();
     this.#limits = next;
     this.#maxCost = smallestCapacity(next);
     this.#parts.refiller.batching.resize();
