@@ -146,3 +146,27 @@ describe('optimistic cold start through close(), failures and evictions', () => 
     expect(await level(memory, 'k')).toBe(90);
   });
 });
+
+describe("optimistic cold start's rule, weighed exactly", () => {
+  it('takes a spacing of exactly N·credit ÷ rate (3 × 3 ÷ 9/s = 1,000 ms), and makes it the default', async () => {
+    const clock = new FakeClock(0);
+    const options = {
+      store: new MemoryStore({ clock }),
+      clock,
+      limits: defineLimit({ name: 'nine', capacity: 90, refillPerSecond: 9 }),
+      sync: false,
+      lease: { ttlMs: 500 },
+      instances: 3,
+      failurePolicy: 'open',
+    } as const;
+    const given = new TieredLimiter({ ...options, coldStart: { mode: 'optimistic', credit: 3, spacingMs: 1000 } });
+    await given.close();
+    // Without the sync, credit starts a spacing after the limiter was made.
+    const byDefault = new TieredLimiter({ ...options, coldStart: { mode: 'optimistic', credit: 3 } });
+    clock.advance(999);
+    expect(byDefault.tryConsume('early')).toBeUndefined();
+    clock.advance(1);
+    expect(byDefault.tryConsume('on-time')).toMatchObject({ allowed: true, tier: 'local' });
+    await byDefault.close();
+  });
+});

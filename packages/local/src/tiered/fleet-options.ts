@@ -160,7 +160,9 @@ export function coldStartUnder(config: ColdStartConfig, limits: readonly LimitSp
         `at most 0.1 × capacity ÷ instances (${spec.name}: 0.1 × ${spec.capacity} ÷ ${instances})`,
       );
     }
-    spacingFloor = Math.max(spacingFloor, Math.ceil((instances * credit) / spec.refillPerMs));
+    // From the rate a second: `refillPerMs` is rounded (9/s is 0.009000000000000001 a ms), and
+    // 9 ÷ 0.009… came to 1,001 ms where the rule says 1,000, refusing a spacing of exactly N·c ÷ r.
+    spacingFloor = Math.max(spacingFloor, Math.ceil((instances * credit * 1000) / spec.refillPerSecond));
   }
   const spacingMs = rule.givenSpacingMs ?? spacingFloor;
   if (spacingMs < spacingFloor) {
