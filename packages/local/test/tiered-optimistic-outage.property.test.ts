@@ -66,7 +66,7 @@ async function run(s: typeof setup extends fc.Arbitrary<infer T> ? T : never): P
   const specs = [0, 1].map((i) =>
     defineLimit({ name: 'L', capacity: 10 * n * credit + s.extra[i]!, refillPerSecond: s.rates[i]! }),
   );
-  const spacingMs = Math.max(s.ttlMs, ...specs.map((l) => Math.ceil((n * credit) / l.refillPerMs)));
+  const spacingMs = Math.max(s.ttlMs, ...specs.map((l) => Math.ceil((n * credit * 1000) / l.refillPerSecond)));
   const clock = new FakeClock(0);
   const shared = new MemoryStore({ clock });
   const views = Array.from({ length: n }, () => new FaultyView(shared));
