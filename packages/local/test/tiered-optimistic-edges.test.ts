@@ -140,7 +140,9 @@ describe('optimistic cold start through close(), failures and evictions', () => 
     clock.advance(SPACING_MS - 1);
     expect(l.tryConsume('k', 10)).toBeUndefined();
     expect((await l.consume('k', 10)).tier).toBe('global');
-    const debits = store.calls.slice(sent).filter((c) => c.method === 'apply' && c.op.key === 'k' && c.op.debit);
+    const debits = store.calls
+      .slice(sent)
+      .filter((c) => c.method === 'apply' && c.op.key === 'k' && c.op.debit);
     expect(debits).toEqual([]);
     await l.close();
     expect(await level(memory, 'k')).toBe(90);
@@ -159,7 +161,10 @@ describe("optimistic cold start's rule, weighed exactly", () => {
       instances: 3,
       failurePolicy: 'open',
     } as const;
-    const given = new TieredLimiter({ ...options, coldStart: { mode: 'optimistic', credit: 3, spacingMs: 1000 } });
+    const given = new TieredLimiter({
+      ...options,
+      coldStart: { mode: 'optimistic', credit: 3, spacingMs: 1000 },
+    });
     await given.close();
     // Without the sync, credit starts a spacing after the limiter was made.
     const byDefault = new TieredLimiter({ ...options, coldStart: { mode: 'optimistic', credit: 3 } });

@@ -66,7 +66,10 @@ async function run(s: typeof setup extends fc.Arbitrary<infer T> ? T : never): P
   const specs = [0, 1].map((i) =>
     defineLimit({ name: 'L', capacity: 10 * n * credit + s.extra[i]!, refillPerSecond: s.rates[i]! }),
   );
-  const spacingMs = Math.max(s.ttlMs, ...specs.map((l) => Math.ceil((n * credit * 1000) / l.refillPerSecond)));
+  const spacingMs = Math.max(
+    s.ttlMs,
+    ...specs.map((l) => Math.ceil((n * credit * 1000) / l.refillPerSecond)),
+  );
   const clock = new FakeClock(0);
   const shared = new MemoryStore({ clock });
   const views = Array.from({ length: n }, () => new FaultyView(shared));
@@ -159,11 +162,11 @@ async function run(s: typeof setup extends fc.Arbitrary<infer T> ? T : never): P
     tally('runs');
     if (fleet.some((l) => l.stats().tokensUnreported > 0)) tally('runs with tokens lost');
   }
-  const bound = optimisticBound(
-    Math.max(...specs.map((l) => l.capacity)),
-    Math.max(...s.rates),
-    { instances: n, credit, spacingMs },
-  );
+  const bound = optimisticBound(Math.max(...specs.map((l) => l.capacity)), Math.max(...s.rates), {
+    instances: n,
+    credit,
+    spacingMs,
+  });
   for (let k = 0; k < KEYS; k++) {
     const key = `k${k}`;
     const worst = worstWindow(
