@@ -6,6 +6,7 @@ import { MemoryStore, TieredLimiter, type TieredLimiterOptions } from '@tiered-l
 import { FakeClock, ScriptedStore } from '@tiered-limiter/test-harness';
 import { describe, expect, it } from 'vitest';
 import { settle } from './lease-properties.js';
+import { fakeTime } from './sync-kit.js';
 
 /** Capacity 100 at 10/s, one instance, credit 10: the default spacing is N·c ÷ r = 1 s. */
 const LIMIT = defineLimit({ name: 'api', capacity: 100, refillPerSecond: 10 });
@@ -146,6 +147,46 @@ describe('optimistic cold start through close(), failures and evictions', () => 
     expect(debits).toEqual([]);
     await l.close();
     expect(await level(memory, 'k')).toBe(90);
+  });
+});
+
+describe('an optimistic charge the breaker refused', () => {
+  it('is sent once the store answers, though the key is never asked for again', async () => {
+    const { clock, advance } = fakeTime();
+    const store = new ScriptedStore(new MemoryStore({ clock }));
+    const l = optimistic(store, clock, { breaker: { failureThreshold: 1, cooldownMs: 100 } });
+    await advance(SPACING_MS);
+    // A failing call a few promise jobs ahead of the credit opens the breaker between the credit
+    // and its charge: the number of jobs is the code's, so each is tried in turn.
+    let refused: string | undefined;
+    let from = 0;
+    for (let jobs = 0; jobs < 12 && refused === undefined; jobs++) {
+      store.mode = 'reject';
+      const failing = l.consume(`fail-${jobs}`, 20);
+      for (let i = 0; i < jobs; i++) await Promise.resolve();
+      const key = `k${jobs}`;
+      const credited = l.tryConsume(key, 5)?.tier === 'local';
+      await settle();
+      if (credited && !store.calls.some((c) => c.op.key === key)) {
+        refused = key;
+        from = store.calls.length;
+      }
+      store.mode = 'ok';
+      await failing;
+      // The breaker cools down, and a call closes it.
+      await advance(200);
+      expect((await l.consume(`probe-${jobs}`, 20)).tier).toBe('global');
+    }
+    expect(refused).toBeDefined();
+    await advance(1000);
+    const charges = store.calls.slice(from).filter((c) => c.op.key === refused && c.op.debit !== undefined);
+    expect(charges.map((c) => c.op.debit)).toEqual([5]);
+    // close() finds it charged: not sent twice.
+    await l.close();
+    const afterClose = store.calls
+      .slice(from)
+      .filter((c) => c.op.key === refused && c.op.debit !== undefined);
+    expect(afterClose).toHaveLength(1);
   });
 });
 

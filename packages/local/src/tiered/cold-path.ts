@@ -57,9 +57,14 @@ export class ColdPath {
     this.#counters = counters;
     this.#coldStart = coldStart;
     this.#timing = timing;
-    // Counted until answered: close() waits for them.
+    // Counted until answered: close() waits for them. A charge still on its lease once the
+    // attempt is over was refused (sent, it left the lease): the book sends it again.
     this.#charges = new TurnCharges((leases, sending) =>
-      parts.calls.track(refiller.settler.settleAll(leases, sending)),
+      parts.calls.track(
+        refiller.settler.settleAll(leases, sending).then(() => {
+          for (const lease of leases) if (lease.debt > 0 && !lease.detached) parts.book.chargeRefused(lease);
+        }),
+      ),
     );
   }
 

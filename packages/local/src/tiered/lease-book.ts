@@ -149,6 +149,11 @@ export class LeaseBook {
     if (owes(lease) || lease.debt > 0) this.#settlements.settle(lease);
   }
 
+  /** `lease`'s optimistic charge was refused by the breaker: sent again once the store answers. */
+  chargeRefused(lease: Lease): void {
+    this.#settlements.chargeRefused(lease);
+  }
+
   /** `reset`: the lease is dropped with nothing handed back (its global buckets are deleted too). */
   forget(lease: Lease): void {
     lease.detached = true;

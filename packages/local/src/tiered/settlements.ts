@@ -10,7 +10,10 @@ import type { Refiller } from './refiller.js';
 export class Settlements {
   /** Settles and hand-backs sent and not answered yet. */
   readonly #pending = new Set<Promise<unknown>>();
-  /** Detached leases whose settle was refused: at most `maxKeys`, one entry a key. */
+  /**
+   * Detached leases whose settle was refused, and leases in the table whose optimistic charge was:
+   * at most `maxKeys`, one entry a key.
+   */
   readonly #owing = new Set<Lease>();
   readonly #refiller: Refiller;
   readonly #maxKeys: number;
@@ -50,6 +53,17 @@ export class Settlements {
         this.#onOwing();
       } else if (ok) this.#owing.delete(lease);
     });
+  }
+
+  /**
+   * An optimistic charge the breaker refused, of `lease` still in the table: kept to be sent again
+   * once the store answers. Left on the lease for the key's next op, a quiet key's charge waited
+   * until it was evicted or the limiter closed (10 s of fake time after the store was back, unsent).
+   */
+  chargeRefused(lease: Lease): void {
+    if (this.#owing.size >= this.#maxKeys) return;
+    this.#owing.add(lease);
+    this.#onOwing();
   }
 
   /**
