@@ -29,6 +29,16 @@ function optimistic(
   });
 }
 
+/** A limiter a spacing old on a `MemoryStore`, that has just admitted `cost` for `key` on credit. */
+function creditedOnce(key: string, cost: number) {
+  const clock = new FakeClock(0);
+  const store = new MemoryStore({ clock });
+  const l = optimistic(store, clock);
+  clock.advance(SPACING_MS);
+  expect(l.tryConsume(key, cost)).toMatchObject({ allowed: true, tier: 'local' });
+  return { store, l };
+}
+
 /** What `key`'s bucket holds now, read with an op that takes nothing. */
 async function level(store: MemoryStore, key: string, limits: readonly LimitSpec[] = [LIMIT]) {
   return (await store.apply({ key, limits })).remaining;
@@ -95,11 +105,7 @@ describe('optimistic cold start when the limits change', () => {
   });
 
   it('a setLimits within the rule, while a credit is not yet charged, charges it to the key once', async () => {
-    const clock = new FakeClock(0);
-    const store = new MemoryStore({ clock });
-    const l = optimistic(store, clock);
-    clock.advance(SPACING_MS);
-    expect(l.tryConsume('k', 10)).toMatchObject({ tier: 'local' });
+    const { store, l } = creditedOnce('k', 10);
     const bigger = defineLimit({ name: 'api', capacity: 200, refillPerSecond: 10 });
     l.setLimits(bigger);
     await settle();
@@ -113,11 +119,7 @@ describe('optimistic cold start when the limits change', () => {
 
 describe('optimistic cold start through close(), failures and evictions', () => {
   it('close() in the turn that gave credit charges it', async () => {
-    const clock = new FakeClock(0);
-    const store = new MemoryStore({ clock });
-    const l = optimistic(store, clock);
-    clock.advance(SPACING_MS);
-    expect(l.tryConsume('k', 7)).toMatchObject({ tier: 'local' });
+    const { store, l } = creditedOnce('k', 7);
     await l.close();
     expect(await level(store, 'k')).toBe(93);
     expect(l.stats()).toMatchObject({ tokensOptimistic: 7, tokensUnreported: 0 });
