@@ -3,7 +3,14 @@
 // charge refused by the breaker, or failed and counted lost), with evictions from tiny tables,
 // restarts and setLimits of the whole fleet between two limits within the rule. Admissions by the
 // failure policy (`open`, tier `fallback`) are the outage's, outside the bound, as README says.
-import { type Decision, defineLimit } from '@tiered-limiter/core';
+import {
+  type BucketOp,
+  type BucketReply,
+  type Decision,
+  defineLimit,
+  type GlobalStore,
+  type LimitSpec,
+} from '@tiered-limiter/core';
 import { MemoryStore, TieredLimiter } from '@tiered-limiter/local';
 import { FakeClock, optimisticBound, worstWindow } from '@tiered-limiter/test-harness';
 import fc from 'fast-check';
@@ -12,6 +19,26 @@ import { FaultyView } from './faulty-view.js';
 import { settle } from './lease-properties.js';
 
 const KEYS = 3;
+
+/** One limiter's way to its instance's view, counting the debits (optimistic charges) that landed. */
+class LandedDebits implements GlobalStore {
+  landed = 0;
+  readonly #view: FaultyView;
+
+  constructor(view: FaultyView) {
+    this.#view = view;
+  }
+
+  async apply(op: BucketOp): Promise<BucketReply> {
+    const reply = await this.#view.apply(op);
+    this.landed += op.debit ?? 0;
+    return reply;
+  }
+
+  reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
+    return this.#view.reset(key, limits);
+  }
+}
 
 /** What the runs went through (printed with `FUZZ_STATS=1`), so that a rare path is seen to be reached. */
 const coverage = new Map<string, number>();
@@ -74,9 +101,11 @@ async function run(s: typeof setup extends fc.Arbitrary<infer T> ? T : never): P
   const shared = new MemoryStore({ clock });
   const views = Array.from({ length: n }, () => new FaultyView(shared));
   let inForce = 0;
-  const make = (i: number) =>
-    new TieredLimiter({
-      store: views[i]!,
+  const made: { limiter: TieredLimiter; store: LandedDebits }[] = [];
+  const make = (i: number) => {
+    const store = new LandedDebits(views[i]!);
+    const limiter = new TieredLimiter({
+      store,
       clock,
       limits: specs[inForce]!,
       sync: false,
@@ -87,6 +116,9 @@ async function run(s: typeof setup extends fc.Arbitrary<infer T> ? T : never): P
       breaker: { failureThreshold: 2, cooldownMs: 50 },
       coldStart: { mode: 'optimistic', credit, spacingMs },
     });
+    made.push({ limiter, store });
+    return limiter;
+  };
   const fleet = views.map((_, i) => make(i));
   const admitted: { key: string; atMs: number; cost: number }[] = [];
   const pending: Promise<unknown>[] = [];
@@ -161,6 +193,13 @@ async function run(s: typeof setup extends fc.Arbitrary<infer T> ? T : never): P
   if (process.env.FUZZ_STATS) {
     tally('runs');
     if (fleet.some((l) => l.stats().tokensUnreported > 0)) tally('runs with tokens lost');
+  }
+  // Every credit was charged once or counted lost (its call failed), never sent twice. Lost counts
+  // failed spends and hand-backs too, so it is a floor there.
+  for (const { limiter, store } of made) {
+    const { tokensOptimistic, tokensUnreported } = limiter.stats();
+    expect(store.landed).toBeLessThanOrEqual(tokensOptimistic);
+    expect(store.landed + tokensUnreported).toBeGreaterThanOrEqual(tokensOptimistic);
   }
   const bound = optimisticBound(Math.max(...specs.map((l) => l.capacity)), Math.max(...s.rates), {
     instances: n,
