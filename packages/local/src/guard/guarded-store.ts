@@ -1,4 +1,3 @@
-import type { EventEmitter } from 'node:events';
 import {
   allowDecision,
   type BucketOp,
@@ -9,11 +8,11 @@ import {
   denyDecision,
   type GlobalStore,
   internal,
-  type LimiterEvents,
   type LimitSpec,
   type StoreError,
   shadowOf,
 } from '@tiered-limiter/core';
+import type { Listened } from '../emit-safely.js';
 import { FailurePolicyDecider, type FailurePolicyOptions } from './failure-policy.js';
 import { onLandedLate } from './landed-late.js';
 import { type GuardResult, StoreGuard, type StoreGuardOptions } from './store-guard.js';
@@ -62,12 +61,7 @@ export class GuardedStore {
   readonly counts: DecisionCounts = { lease: 0, global: 0, fallback: 0, local: 0, allowed: 0, denied: 0 };
   readonly #policy: FailurePolicyDecider;
 
-  constructor(
-    options: StoreLimiterOptions,
-    limits: readonly LimitSpec[],
-    clock: Clock,
-    events: Pick<EventEmitter<LimiterEvents>, 'emit'>,
-  ) {
+  constructor(options: StoreLimiterOptions, limits: readonly LimitSpec[], clock: Clock, events: Listened) {
     this.store = assertStore(options.store);
     this.shadow = options.shadow === undefined ? false : assertBoolean('shadow', options.shadow);
     this.#policy = new FailurePolicyDecider(options, limits, clock);

@@ -9,6 +9,7 @@ import {
   StoreTimeoutError,
 } from '@tiered-limiter/core';
 import { DEFAULT_COOLDOWN_MS, DEFAULT_FAILURE_THRESHOLD, DEFAULT_TIMEOUT_MS } from '../defaults.js';
+import { emitSafely, type Listened } from '../emit-safely.js';
 import {
   type BreakerState,
   type GuardEvents,
@@ -141,11 +142,14 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
     this.#endedAtMs ??= this.#clock.now();
   }
 
-  /** Re-emits this guard's `failure`, `degraded` and `recovered` events on `target` (a limiter). */
-  relayTo(target: Pick<EventEmitter<GuardEvents>, 'emit'>): void {
-    this.on('failure', (error) => target.emit('failure', error));
-    this.on('degraded', (error) => target.emit('degraded', error));
-    this.on('recovered', (info) => target.emit('recovered', info));
+  /**
+   * Re-emits this guard's `failure`, `degraded` and `recovered` events on `target` (a limiter), each
+   * of its listeners called apart (`emitSafely`): one that throws is reported, not thrown here.
+   */
+  relayTo(target: Listened): void {
+    this.on('failure', (error) => emitSafely(target, 'failure', error));
+    this.on('degraded', (error) => emitSafely(target, 'degraded', error));
+    this.on('recovered', (info) => emitSafely(target, 'recovered', info));
   }
 
   /** Milliseconds until an open breaker lets its next probe through; 0 when closed. */
@@ -251,7 +255,7 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
     const now = this.#clock.now();
     const downMs = Math.max(0, now - this.#downSinceMs);
     this.#downTotalMs += Math.max(0, Math.min(now, this.#endedAtMs ?? now) - this.#downSinceMs);
-    this.emit('recovered', { downMs });
+    emitSafely(this, 'recovered', { downMs });
   }
 
   /**
@@ -274,7 +278,7 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
     this.#refusal = undefined;
     this.#failures++;
     this.#countFailure(error);
-    this.emit('failure', error);
+    emitSafely(this, 'failure', error);
     if (!this.#breakerEnabled) return { ok: false, error };
     if (this.#state === 'half-open') {
       this.#state = 'open';
@@ -283,7 +287,7 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
       this.#state = 'open';
       this.#openedAtMs = this.#clock.now();
       this.#downSinceMs = this.#openedAtMs;
-      this.emit('degraded', error);
+      emitSafely(this, 'degraded', error);
     }
     return { ok: false, error };
   }

@@ -14,6 +14,7 @@ import {
   assertAcquireOptions,
   KeyedQueue,
 } from '../acquire.js';
+import { emitSafely } from '../emit-safely.js';
 import { type Lease, nextHead, spend } from './lease.js';
 import type { TieredLimiterOptions } from './options.js';
 import { type TieredLimiterEvents, type TieredLimiterStats, tieredStats } from './stats.js';
@@ -58,7 +59,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       owner: this,
       limits: () => this.#limits,
       evicted: (lease) => this.#evicted(lease),
-      fleet: (info) => this.emit('fleet', info),
+      fleet: (info) => emitSafely(this, 'fleet', info),
       granted: (key) => this.#waiters.wake(key),
     });
     this.#limits = limits;

@@ -1,6 +1,6 @@
-import type { EventEmitter } from 'node:events';
-import { type Clock, ConfigError, internal, type LimiterEvents, type LimitSpec } from '@tiered-limiter/core';
+import { type Clock, ConfigError, internal, type LimitSpec } from '@tiered-limiter/core';
 import type { LRUCache } from 'lru-cache';
+import type { Listened } from '../emit-safely.js';
 import { GuardedStore } from '../guard/guarded-store.js';
 import { InFlight } from '../in-flight.js';
 import { lruTable } from '../table.js';
@@ -22,7 +22,7 @@ const { assertClock, assertLimits, tightestWhenFull } = internal;
 /** What a `TieredLimiter` asks of itself while its parts are wired. */
 export interface TieredHooks {
   /** The limiter: events are emitted on it, and the lease book lets it go when it is collected. */
-  readonly owner: Pick<EventEmitter<LimiterEvents>, 'emit'>;
+  readonly owner: Listened;
   /** The limits in force (they change with `setLimits`); `undefined` while the limiter is built. */
   limits(): readonly LimitSpec[] | undefined;
   /** A lease left the table. */
