@@ -79,6 +79,14 @@ export function buildCheck<Req>(
   const owner = {};
   const rewardFailed = (error: unknown) =>
     warnOnce(owner, 'TL_HTTP_REWARD_FAILED', `limiter.reward failed: ${String(error)}`);
+  // `onExceeded` only watches: a log or a metric that fails must not turn every 429 into a 500
+  // (with no Retry-After, and an error logged per request) while a client is being refused.
+  const exceededFailed = (error: unknown) =>
+    warnOnce(
+      owner,
+      'TL_HTTP_ON_EXCEEDED_FAILED',
+      `onExceeded failed (the denial was sent): ${String(error)}`,
+    );
   const configRoutes = new WeakMap<object, ResolvedRoute<Req> | false>();
   const resolving = hooks.literalPaths !== true;
 
@@ -163,7 +171,14 @@ export function buildCheck<Req>(
     const written = denialBody(body, req, denial);
     headers['Content-Type'] = written.contentType;
     const outcome = { allowed: false as const, decision: info, status, headers, body: written.body };
-    onExceeded?.(req, outcome);
+    if (onExceeded !== undefined) {
+      try {
+        const watched: unknown = onExceeded(req, outcome);
+        if (watched instanceof Promise) watched.catch(exceededFailed);
+      } catch (error) {
+        exceededFailed(error);
+      }
+    }
     return outcome;
   }
 

@@ -20,7 +20,8 @@ export interface ExpressRateLimitOptions<Req extends IncomingMessage = IncomingM
   extends RateLimitOptions<Req> {
   /**
    * Answers a denial instead of the default (status, problem document), as express-rate-limit's
-   * `handler` does. The rate-limit headers are already set; answer with `res`, or call `next`.
+   * `handler` does. The rate-limit headers are already set; answer with `res`, or call `next`. An
+   * async handler's rejection goes to `next(error)`, as a throw does.
    */
   handler?: (req: Req, res: ServerResponse, next: (error?: unknown) => void, denial: RateLimitDenied) => void;
 }
@@ -64,7 +65,14 @@ export function expressRateLimit<Req extends IncomingMessage = IncomingMessage>(
     }
     const go = (outcome: Awaited<typeof result>) => {
       if (outcome === undefined) return next();
-      const deny = handler && !outcome.allowed ? () => handler(req, res, next, outcome) : undefined;
+      const deny =
+        handler && !outcome.allowed
+          ? () => {
+              // An async handler's rejection goes where a throw would: to Express.
+              const answered: unknown = handler(req, res, next, outcome);
+              if (answered instanceof Promise) answered.catch(next);
+            }
+          : undefined;
       if (writeOutcome(res, outcome, deny)) next();
     };
     if (result instanceof Promise) result.then(go).catch(next);

@@ -106,7 +106,12 @@ export function fastifyRateLimit<Req extends FastifyRequestLike = FastifyRequest
         return done();
       }
       // A hook that sends does not call done(): Fastify then skips the handler.
-      if (handler !== undefined) return handler(request, reply, outcome);
+      if (handler !== undefined) {
+        // An async handler's rejection goes where a throw would: to Fastify.
+        const answered: unknown = handler(request, reply, outcome);
+        if (answered instanceof Promise) answered.catch((error: unknown) => done(toError(error)));
+        return;
+      }
       // A Buffer, because Fastify would append `; charset=utf-8` to the media type of a string
       // (JSON has no charset).
       reply.code(outcome.status);

@@ -41,10 +41,14 @@ export function createRateLimit(
   return async (req, res) => {
     const outcome = await check(req, req);
     if (outcome === undefined) return true;
-    return writeOutcome(
+    // An async handler is awaited, so that its rejection rejects this promise, as a throw would.
+    let answered: unknown;
+    const goOn = writeOutcome(
       res,
       outcome,
-      handler && !outcome.allowed ? () => handler(req, res, outcome) : undefined,
+      handler && !outcome.allowed ? () => (answered = handler(req, res, outcome)) : undefined,
     );
+    if (answered instanceof Promise) await answered;
+    return goOn;
   };
 }

@@ -101,7 +101,8 @@ export interface RateLimitOptions<Req = IncomingMessage> extends RateLimitHeader
   statusCode?: number;
   /**
    * The body of a denial instead of the problem document: a string (sent as `text/plain`), an
-   * object (sent as JSON), or a function of the request and the denial returning either.
+   * object (sent as JSON), or a function of the request and the denial returning either at once
+   * (what else it returns, a promise included, is a `ConfigError` on the framework's error path).
    */
   message?: string | object | ((req: Req, denial: Denial) => string | object);
   /**
@@ -117,7 +118,11 @@ export interface RateLimitOptions<Req = IncomingMessage> extends RateLimitHeader
    * @default 503
    */
   failClosedStatus?: 429 | 503;
-  /** Called for every request refused, before the denial is sent (to log or count it). */
+  /**
+   * Called for every request refused, before the denial is sent (to log or count it). One that
+   * throws, or returns a promise that rejects, raises one process warning
+   * (`TL_HTTP_ON_EXCEEDED_FAILED`); the denial is sent all the same.
+   */
   onExceeded?: (req: Req, denial: RateLimitDenied) => void;
   /**
    * The request property that receives the `RateLimitInfo` (`req.rateLimit.remaining`); `false`

@@ -1,5 +1,5 @@
 import { STATUS_CODES } from 'node:http';
-import type { Decision } from '@tiered-limiter/core';
+import { ConfigError, type Decision } from '@tiered-limiter/core';
 import { PROBLEM_CONTENT_TYPE } from './defaults.js';
 
 /**
@@ -80,13 +80,32 @@ export function denialBody<Req>(
     const value = typeof message === 'function' ? message(req, denial) : message;
     return typeof value === 'string'
       ? { body: value, contentType: 'text/plain; charset=utf-8' }
-      : { body: JSON.stringify(value), contentType: 'application/json' };
+      : { body: JSON.stringify(bodyObject('message', value)), contentType: 'application/json' };
   }
   if (typeof problem === 'function')
-    return { body: JSON.stringify(problem(denial)), contentType: PROBLEM_CONTENT_TYPE };
+    return {
+      body: JSON.stringify(bodyObject('problem', problem(denial))),
+      contentType: PROBLEM_CONTENT_TYPE,
+    };
   const base = defaultProblem(denial);
   return {
     body: JSON.stringify(problem === undefined ? base : { ...base, ...problem }),
     contentType: PROBLEM_CONTENT_TYPE,
   };
+}
+
+/**
+ * What a `message` or `problem` function answered, if it is an object a body can be written from.
+ * A promise was written as `{}` (an async function is not awaited), and `undefined` as no body at
+ * all, a `TypeError` from deep inside the response that named neither option.
+ */
+function bodyObject(option: string, value: unknown): object {
+  if (value === null || typeof value !== 'object' || value instanceof Promise) {
+    throw new ConfigError(
+      option,
+      value,
+      'a function answering a string or an object, at once (not a promise)',
+    );
+  }
+  return value;
 }
