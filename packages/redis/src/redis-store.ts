@@ -240,9 +240,11 @@ export class RedisStore implements GlobalStore {
   async #sendPart(batches: readonly (readonly Op[])[]): Promise<void> {
     let results: unknown[];
     try {
-      results = await this.#client.evalScript(
-        APPLY_SCRIPT,
-        batches.map((batch) => encodeOps(batch, this.#keepAfterFullMs)),
+      results = repliesOf(
+        await this.#client.evalScript(
+          APPLY_SCRIPT,
+          batches.map((batch) => encodeOps(batch, this.#keepAfterFullMs)),
+        ),
       );
     } catch (error) {
       // One error for the call's ops: they failed together, and an error per op (a stack trace
@@ -259,9 +261,11 @@ export class RedisStore implements GlobalStore {
         // redirection itself (ASKING included). Nothing that may have run is ever resent.
         if (reply instanceof Error && REDIRECTED.test(reply.message) && batches.length > 1) {
           this.#coalescer.countCalls(1);
-          reply = await this.#client
-            .evalScript(APPLY_SCRIPT, [encodeOps(batch, this.#keepAfterFullMs)])
-            .then((r) => r[0], asError);
+          // Called in a reaction: an adapter that throws rather than rejects fails these ops too.
+          reply = await Promise.resolve()
+            .then(() => this.#client.evalScript(APPLY_SCRIPT, [encodeOps(batch, this.#keepAfterFullMs)]))
+            .then((r) => repliesOf(r)[0])
+            .catch(asError);
         }
         if (reply instanceof Error) {
           const failed = failure('apply', reply);
@@ -299,6 +303,17 @@ function settle(batch: readonly Op[], reply: unknown): void {
     return;
   }
   for (let i = 0; i < batch.length; i++) batch[i]!.resolve(replies[i]!);
+}
+
+/**
+ * What an adapter's `evalScript` resolved, if it is an array (one reply per call). `undefined` from a
+ * custom adapter threw a `TypeError` past the flush, and its ops were never settled: each waited out
+ * its caller's timeout, and a background op (a hand-back) waited for ever.
+ */
+function repliesOf(results: unknown): unknown[] {
+  if (!Array.isArray(results))
+    throw new Error(`the client adapter's evalScript resolved ${String(results)}, not an array`);
+  return results;
 }
 
 function failure(command: string, error: unknown): StoreError {

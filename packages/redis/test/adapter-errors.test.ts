@@ -53,3 +53,78 @@ describe('RedisStore over an adapter whose nodeOf throws', () => {
     expect(adapter.sent).toBe(1);
   });
 });
+
+/** Whether `promise` has settled after the pending microtasks and two turns of the event loop (no timer is involved). */
+async function settledSoon(promise: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  void promise.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
+  return done;
+}
+
+describe('RedisStore over an adapter that answers garbage', () => {
+  const answers: [string, (calls: readonly unknown[]) => unknown][] = [
+    ['undefined', () => undefined],
+    ['null', () => null],
+    ['a string', () => 'OK'],
+    ['too few results', () => []],
+  ];
+  it.each(answers)(
+    'an evalScript resolving %s fails the ops with a StoreError, and later ops are sent',
+    async (_what, answer) => {
+      let sent = 0;
+      const adapter: RedisClientAdapter = {
+        client: 'garbage',
+        isCluster: false,
+        nodeOf: () => 'n1',
+        evalScript: async (_script, calls) => {
+          sent++;
+          return answer(calls) as unknown[];
+        },
+      };
+      const store = new RedisStore({ redis: adapter, coalesce: { maxKeysPerCall: 32, maxInFlight: 1 } });
+      const applied = store.apply({ key: 'a', limits, take: 1 });
+      expect(await settledSoon(applied)).toBe(true);
+      expect(await applied.catch((error: unknown) => error)).toBeInstanceOf(StoreError);
+      // The destination's one call in flight was given back.
+      const later = store.apply({ key: 'b', limits, take: 1 });
+      expect(await settledSoon(later)).toBe(true);
+      expect(sent).toBe(2);
+    },
+  );
+
+  it('a redirected call whose retry throws synchronously, or answers nothing, fails its ops with a StoreError', async () => {
+    for (const retry of [
+      () => {
+        throw new Error('cluster closed');
+      },
+      () => Promise.resolve(undefined as unknown as unknown[]),
+    ]) {
+      let calls = 0;
+      // Two slots on one node in one call; the first answer redirects both.
+      const adapter: RedisClientAdapter = {
+        client: 'redirecting',
+        isCluster: true,
+        nodeOf: () => 'n1',
+        evalScript: (_script, batch) => {
+          calls++;
+          if (calls === 1) return Promise.resolve(batch.map(() => new Error('MOVED 1 127.0.0.1:7000')));
+          return retry();
+        },
+      };
+      const store = new RedisStore({ redis: adapter, coalesce: { maxKeysPerCall: 32, maxInFlight: 1 } });
+      const applied = Promise.allSettled([
+        store.apply({ key: 'a', limits, take: 1 }),
+        store.apply({ key: 'b', limits, take: 1 }),
+      ]);
+      expect(await settledSoon(applied)).toBe(true);
+      for (const outcome of await applied) {
+        expect(outcome.status).toBe('rejected');
+        expect((outcome as PromiseRejectedResult).reason).toBeInstanceOf(StoreError);
+      }
+    }
+  });
+});
