@@ -13,7 +13,7 @@ export {
   resetSharedBucket,
   settleSharedBucket,
 } from './shared-bucket.js';
-export { assertStore, refusedKeyLimits, refusedOp } from './store.js';
+export { assertStore, refusedKeyLimits, refusedOp, refusedReply } from './store.js';
 export { isTighter } from './tightest.js';
 export {
   assertBoolean,

@@ -1,5 +1,5 @@
 import { MAX_WAIT_MS } from './bucket.js';
-import { ArgumentError, ConfigError } from './errors.js';
+import { ArgumentError, ConfigError, StoreError } from './errors.js';
 import type { LimitSpec } from './limit.js';
 
 /**
@@ -218,6 +218,32 @@ function refusedNumbers(op: BucketOp): ArgumentError | undefined {
   }
   return undefined;
 }
+
+/**
+ * Why `reply` is not a `BucketReply`, as a `StoreError` (a store failure), or `undefined`: not an
+ * object, an `ok` that is not a boolean, or a number that is not finite. The limiters check what a
+ * custom store resolves: `undefined` rejected a `RequestLimiter`'s `consume` with a `TypeError`, and
+ * `{ ok: true }` admitted with a `resetMs` of `undefined`, read as a decision of the store.
+ */
+export function refusedReply(reply: unknown): StoreError | undefined {
+  if (reply === null || typeof reply !== 'object') return malformed(String(reply));
+  const r = reply as Record<string, unknown>;
+  if (typeof r.ok !== 'boolean') return malformed(`ok: ${String(r.ok)}`);
+  for (const field of REPLY_NUMBERS) if (!finite(r[field])) return malformed(`${field}: ${String(r[field])}`);
+  return undefined;
+}
+
+/** The fields of a `BucketReply` that are finite numbers. */
+const REPLY_NUMBERS = [
+  'granted',
+  'generation',
+  'remaining',
+  'retryAfterMs',
+  'resetMs',
+  'limitIndex',
+] as const;
+
+const malformed = (what: string) => new StoreError(`the store resolved a malformed reply (${what})`);
 
 const finite = (value: unknown): boolean => typeof value === 'number' && Number.isFinite(value);
 const finiteOrAbsent = (value: unknown): boolean => value === undefined || finite(value);

@@ -17,7 +17,7 @@ import { FailurePolicyDecider, type FailurePolicyOptions } from './failure-polic
 import { onLandedLate } from './landed-late.js';
 import { type GuardResult, StoreGuard, type StoreGuardOptions } from './store-guard.js';
 
-const { assertBoolean, assertStore } = internal;
+const { assertBoolean, assertStore, refusedReply } = internal;
 
 /** Options every limiter over a `GlobalStore` shares. */
 export interface StoreLimiterOptions extends StoreGuardOptions, FailurePolicyOptions {
@@ -93,7 +93,7 @@ export class GuardedStore {
     return this.guard.run((wait) => {
       const applied = this.store.apply(build(), wait);
       onLandedLate(applied, wait, landedLate);
-      return applied;
+      return applied.then(checkedReply);
     });
   }
 
@@ -129,6 +129,17 @@ export class GuardedStore {
   byPolicy(key: string, cost: number, error: StoreError): Decision {
     return this.count(this.#policy.decide(key, cost, error));
   }
+}
+
+/**
+ * `reply`, if it is a `BucketReply`; else throws the `StoreError` that says why (core's
+ * `refusedReply`), so that a custom store's malformed reply is a store failure, decided by the
+ * policy and reported on `failure`.
+ */
+export function checkedReply(reply: BucketReply): BucketReply {
+  const refused = refusedReply(reply);
+  if (refused !== undefined) throw refused;
+  return reply;
 }
 
 /** The `Decision` a store's reply makes, speaking of the limit the reply names. */

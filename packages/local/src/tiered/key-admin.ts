@@ -9,7 +9,7 @@ import {
 } from '@tiered-limiter/core';
 import type { LRUCache } from 'lru-cache';
 import { assertBlockMs } from '../block-list.js';
-import { decisionOf, type GuardedStore } from '../guard/guarded-store.js';
+import { checkedReply, decisionOf, type GuardedStore } from '../guard/guarded-store.js';
 import type { InFlight } from '../in-flight.js';
 import { assertTokens } from '../management.js';
 import type { FirstSightings } from './first-sightings.js';
@@ -73,10 +73,13 @@ export class KeyAdmin {
     const limits = this.#parts.limits();
     const result = await store.guard.run((wait) => {
       const op = this.#lookOp(key, limits);
-      return store.store.apply(op, wait).catch((error: unknown) => {
-        this.#lookFailed(key, op, error);
-        throw error;
-      });
+      return store.store
+        .apply(op, wait)
+        .then(checkedReply)
+        .catch((error: unknown) => {
+          this.#lookFailed(key, op, error);
+          throw error;
+        });
     });
     if (!result.ok) return store.policy.peek(key, result.error);
     const lease = leases.peek(key);

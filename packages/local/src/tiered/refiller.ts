@@ -1,6 +1,6 @@
 import type { BucketOp, BucketReply, CallerWait, Clock, LimitSpec } from '@tiered-limiter/core';
 import pLimit, { type LimitFunction } from 'p-limit';
-import type { GuardedStore } from '../guard/guarded-store.js';
+import { checkedReply, type GuardedStore } from '../guard/guarded-store.js';
 import type { GuardResult } from '../guard/store-guard.js';
 import { Answers } from './all-answered.js';
 import { BatchSizer } from './batch-size.js';
@@ -115,7 +115,8 @@ export class Refiller {
         const sentAt = this.#clock.now();
         const op = takeOp(key, cost, this.#limits(), this.#config.timing);
         this.#counters.refills++;
-        return this.#store.store.apply(op, wait).then((reply) => {
+        return this.#store.store.apply(op, wait).then((answered) => {
+          const reply = checkedReply(answered);
           const lease = reply.ok ? undefined : leaseOnDenial();
           if (lease !== undefined) {
             this.#apply(lease, op, reply, ask, sentAt);
@@ -173,7 +174,7 @@ export class Refiller {
       this.#store.store.apply(op).then(
         (reply) => {
           try {
-            this.#apply(lease, op, reply, asked, sentAt, lifeMs);
+            this.#apply(lease, op, checkedReply(reply), asked, sentAt, lifeMs);
           } catch (error) {
             answers.failed(i, error);
             return;
@@ -231,7 +232,7 @@ export class Refiller {
     const op = this.#sending(lease, ask, background);
     return this.#store.store.apply(op, wait).then(
       (reply) => {
-        this.#apply(lease, op, reply, asked, sentAt, lifeMs);
+        this.#apply(lease, op, checkedReply(reply), asked, sentAt, lifeMs);
         return reply;
       },
       (error: unknown) => {
