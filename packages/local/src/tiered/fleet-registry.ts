@@ -102,7 +102,9 @@ export class FleetRegistry {
     } finally {
       if (this.#unansweredSinceMs === nowMs) this.#unansweredSinceMs = undefined;
     }
-    if (this.#left) return undefined;
+    // A custom store's count that is not one (NaN sized the `local` fallback's limits as NaN, a
+    // `ConfigError` thrown out of the tick) is no answer. This instance is alive, so at least 1.
+    if (this.#left || !Number.isSafeInteger(live) || live < 1) return undefined;
     // A stretch within the declared fleet goes on only if the last answer still held when this
     // one came (the registration never lapsed in between) and counted no more; it begins anew at
     // an answer that ends a gap, and ends at one that counts more.
@@ -127,6 +129,11 @@ export class FleetRegistry {
     const leave = this.#store.leave;
     if (leave === undefined) return undefined;
     this.#liveUntilMs = Number.NEGATIVE_INFINITY;
-    return leave.call(this.#store, this.#instanceId).catch(() => {});
+    try {
+      return leave.call(this.#store, this.#instanceId).catch(() => {});
+    } catch {
+      // A `leave` that throws rather than rejects (or returns no promise) rejected `close()`.
+      return undefined;
+    }
   }
 }
