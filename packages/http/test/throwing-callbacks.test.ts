@@ -5,10 +5,11 @@
  * be is a `ConfigError` naming the option, on the framework's error path (a 500).
  */
 import { defineLimit } from '@tiered-limiter/core';
+import type { ProblemDocument } from '@tiered-limiter/http';
 import { MemoryStore, RequestLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
-import { ADAPTERS, closeApps } from './adapters.js';
+import { ADAPTERS, type ContractOptions, closeApps } from './adapters.js';
 import { exactTieredLimiter, requestMany } from './helpers.js';
 
 const api = defineLimit({ capacity: 1, refillPerSecond: 1, name: 'api' });
@@ -64,12 +65,13 @@ describe.each(ADAPTERS)('$name: callbacks that throw or answer garbage', (adapte
     });
 
     it('a message or problem function that answers no body goes to the error path, naming the option', async () => {
-      const cases = [
+      // What the types refuse, as JavaScript (or an `any`) passes it.
+      const cases: [string, ContractOptions][] = [
         ['message', { message: () => undefined as unknown as string }],
-        ['message', { message: async () => 'later' }],
-        ['problem', { problem: async () => ({ title: 'later' }) }],
-        ['problem', { problem: () => null as unknown as object }],
-      ] as const;
+        ['message', { message: (async () => 'later') as unknown as () => string }],
+        ['problem', { problem: (async () => ({ title: 'later' })) as unknown as () => ProblemDocument }],
+        ['problem', { problem: () => null as unknown as ProblemDocument }],
+      ];
       for (const [option, options] of cases) {
         const limiter = make();
         closers.push(() => limiter.close());

@@ -9,7 +9,7 @@ import {
   StoreTimeoutError,
 } from '@tiered-limiter/core';
 import { DEFAULT_COOLDOWN_MS, DEFAULT_FAILURE_THRESHOLD, DEFAULT_TIMEOUT_MS } from '../defaults.js';
-import { emitSafely, type Listened } from '../emit-safely.js';
+import { emitSafely } from '../emit-safely.js';
 import {
   type BreakerState,
   type GuardEvents,
@@ -146,7 +146,7 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
    * Re-emits this guard's `failure`, `degraded` and `recovered` events on `target` (a limiter), each
    * of its listeners called apart (`emitSafely`): one that throws is reported, not thrown here.
    */
-  relayTo(target: Listened): void {
+  relayTo(target: Pick<EventEmitter, 'rawListeners'>): void {
     this.on('failure', (error) => emitSafely(target, 'failure', error));
     this.on('degraded', (error) => emitSafely(target, 'degraded', error));
     this.on('recovered', (info) => emitSafely(target, 'recovered', info));
