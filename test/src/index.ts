@@ -52,6 +52,7 @@ export {
   TINY,
   tieredLimiterOptions,
 } from './option-tables.js';
+export { ProcessReports } from './process-reports.js';
 export type { RedisProcessOptions } from './processes.js';
 export { findBinary, freePort, LOOPBACK, portIsFree, RedisProcess } from './processes.js';
 export { sleepAtLeast, sleepUntil, stopwatch, waitUntil } from './real-time.js';

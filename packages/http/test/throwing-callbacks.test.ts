@@ -7,31 +7,23 @@
 import { defineLimit } from '@tiered-limiter/core';
 import type { ProblemDocument } from '@tiered-limiter/http';
 import { MemoryStore, RequestLimiter } from '@tiered-limiter/local';
-import { FakeClock } from '@tiered-limiter/test-harness';
-import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
+import { FakeClock, ProcessReports } from '@tiered-limiter/test-harness';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ADAPTERS, type ContractOptions, closeApps } from './adapters.js';
 import { exactTieredLimiter, requestMany } from './helpers.js';
 
 const api = defineLimit({ capacity: 1, refillPerSecond: 1, name: 'api' });
 const closers: (() => Promise<void>)[] = [];
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown) => unhandled.push(reason);
-let warnings: MockInstance<typeof process.emitWarning>;
+const reports = new ProcessReports();
+const unhandled = reports.unhandled;
+const warningCodes = () => reports.warningCodes();
 
-beforeEach(() => {
-  unhandled.length = 0;
-  process.on('unhandledRejection', onUnhandled);
-  warnings = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
-});
+beforeEach(() => reports.start());
 afterEach(async () => {
-  process.off('unhandledRejection', onUnhandled);
-  warnings.mockRestore();
+  reports.stop();
   await closeApps();
   await Promise.all(closers.splice(0).map((close) => close()));
 });
-
-const warningCodes = () =>
-  warnings.mock.calls.map(([, options]) => (options as { code?: string } | undefined)?.code);
 
 /** A limiter that answers by a promise (RequestLimiter) or synchronously (the two-tier one's lease). */
 const LIMITERS = {
@@ -50,7 +42,7 @@ describe.each(ADAPTERS)('$name: callbacks that throw or answer garbage', (adapte
           throw new Error('metrics are down');
         },
       ]) {
-        warnings.mockClear();
+        reports.clearWarnings();
         const limiter = make();
         closers.push(() => limiter.close());
         const { url } = await adapter.start({ limiter, onExceeded });

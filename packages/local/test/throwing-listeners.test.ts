@@ -3,31 +3,22 @@
 // (a `TieredLimiterWarning`, code `TL_LISTENER_THREW`) instead of becoming an unhandled rejection.
 import { type Decision, defineLimit } from '@tiered-limiter/core';
 import { MemoryStore, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
-import { FakeClock } from '@tiered-limiter/test-harness';
-import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
+import { FakeClock, ProcessReports } from '@tiered-limiter/test-harness';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { settle } from './fake-time.js';
 import { ScriptedStore } from './store-doubles.js';
 import { fakeTime, limiter } from './sync-kit.js';
 
 const limits = defineLimit({ capacity: 10, refillPerSecond: 10 });
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown) => unhandled.push(reason);
-let warnings: MockInstance<typeof process.emitWarning>;
+const reports = new ProcessReports();
+const unhandled = reports.unhandled;
+const warningCodes = () => reports.warningCodes();
 
-beforeEach(() => {
-  unhandled.length = 0;
-  process.on('unhandledRejection', onUnhandled);
-  warnings = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
-});
+beforeEach(() => reports.start());
 afterEach(() => {
-  process.off('unhandledRejection', onUnhandled);
-  warnings.mockRestore();
+  reports.stop();
   vi.useRealTimers();
 });
-
-/** The codes of the warnings emitted so far. */
-const warningCodes = () =>
-  warnings.mock.calls.map(([, options]) => (options as { code?: string } | undefined)?.code);
 
 /** Whether `promise` has settled after the pending microtasks and one turn of the event loop. */
 async function settledSoon(promise: Promise<unknown>): Promise<boolean> {
