@@ -122,12 +122,19 @@ export class LimiterCache {
       `more than maxLimiters (${this.#max}) distinct limits were asked for; the least recently used limiter is closed. ` +
         'Return limits from a small table (plans), or raise maxLimiters.',
     );
-    close.call(oldest.limiter).catch((error: unknown) => {
+    const failed = (error: unknown) =>
       process.emitWarning(`closing an evicted limiter failed: ${String(error)}`, {
         type: 'TieredLimiterWarning',
         code: 'TL_HTTP_CLOSE_FAILED',
       });
-    });
+    // A `createLimiter` limiter whose close throws, or returns no promise, failed the request that
+    // evicted it: the eviction is not that request's business.
+    try {
+      const closing: unknown = close.call(oldest.limiter);
+      if (closing instanceof Promise) closing.catch(failed);
+    } catch (error) {
+      failed(error);
+    }
   }
 }
 

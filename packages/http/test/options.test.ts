@@ -187,6 +187,37 @@ describe('limit with createLimiter', () => {
     }
   });
 
+  it('answers the request that evicts a limiter whose close throws (warned), or returns no promise', async () => {
+    for (const [close, warned] of [
+      [
+        () => {
+          throw new Error('already closed');
+        },
+        1,
+      ],
+      [() => undefined, 0],
+    ] as const) {
+      const warnings: string[] = [];
+      const onWarning = (warning: Error & { code?: string }) => warnings.push(warning.code ?? '');
+      process.on('warning', onWarning);
+      try {
+        const check = createRateLimitCheck<{ plan: string }>({
+          key: () => 'k',
+          limit: (req) => perMinute(10, { name: req.plan }),
+          createLimiter: (limits) => ({ ...localHttpLimiter({ limits }), close }) as never,
+          maxLimiters: 1,
+        });
+        await check({ plan: 'a' }, raw);
+        // `b` evicts `a`, whose close misbehaves: the request is still decided.
+        expect((await check({ plan: 'b' }, raw))?.allowed).toBe(true);
+        await new Promise((resolve) => setImmediate(resolve));
+        expect(warnings.filter((code) => code === 'TL_HTTP_CLOSE_FAILED')).toHaveLength(warned);
+      } finally {
+        process.off('warning', onWarning);
+      }
+    }
+  });
+
   // The HTTP README's "at most `maxLimiters` (100)": a plan table's size is planned against it,
   // so the figure is written here, not read from DEFAULT_MAX_LIMITERS.
   it('keeps 100 limiters by default: the 101st distinct set of limits closes the least recently used, and only it', async () => {
