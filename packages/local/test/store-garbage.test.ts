@@ -9,7 +9,8 @@ import {
   StoreError,
 } from '@tiered-limiter/core';
 import { MemoryStore, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { fakeTime, limiter } from './sync-kit.js';
 
 const limits = defineLimit({ capacity: 10, refillPerSecond: 10 });
 const good: BucketReply = {
@@ -62,5 +63,27 @@ describe.each(Object.entries(MAKERS))('%s over a store that answers garbage', (_
     const looked = await l.peek('k');
     expect(looked.tier).toBe('fallback');
     await l.close();
+  });
+});
+
+describe('TieredLimiter over a store whose groupOf throws', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('syncs its leases in arrival order; nothing is thrown out of the tick', async () => {
+    const { clock, advance } = fakeTime();
+    class ThrowingGroups extends MemoryStore {
+      override groupOf(): number {
+        throw new Error('slot map being refreshed');
+      }
+    }
+    const l = limiter(new ThrowingGroups({ clock }), clock, { sync: { fleetCallsPerSecond: 20 } });
+    for (let ms = 0; ms < 1_000; ms += 10) {
+      for (const key of ['a', 'b']) l.tryConsume(key) ?? (await l.consume(key));
+      await advance(10);
+    }
+    // The periodic sync ran: its rounds sent refills beyond the two first ones.
+    expect(l.stats().refills).toBeGreaterThan(2);
   });
 });

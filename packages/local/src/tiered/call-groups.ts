@@ -9,7 +9,7 @@ export const CALL_GROUPS = 16_384;
  * Cluster without shards each user key is a slot of its own, and a round in arrival order paid a
  * script call per key; in slot order 100,000 keys share 16,384 slots, about 6 keys a call. A
  * counting sort, linear in the keys: a comparison sort of 100,000 leases held the event loop for
- * tens of ms every round. Each lease asks its group once; a group out of range counts as 0.
+ * tens of ms every round. Each lease asks its group once; a group out of range, or a throw, counts as 0.
  */
 export function inCallGroupOrder(
   leases: readonly Lease[],
@@ -20,7 +20,14 @@ export function inCallGroupOrder(
   let mixed = false;
   for (const lease of leases) {
     if (lease.group < 0) {
-      const group = groupOf(lease.key);
+      let group: number;
+      try {
+        group = groupOf(lease.key);
+      } catch {
+        // A custom store's `groupOf` that threw threw out of the sync's tick: no round, and an
+        // uncaught exception. The group only orders the round.
+        group = 0;
+      }
       lease.group = Number.isInteger(group) && group >= 0 && group < CALL_GROUPS ? group : 0;
     }
     counts[lease.group + 1]!++;
