@@ -1,6 +1,7 @@
 /** Every option refused at construction with a typed error naming it; unknown options named too. */
 import { ConfigError, type LimitSpec, perMinute, perSecond } from '@tiered-limiter/core';
 import { createRateLimitCheck, type RateLimitOptions } from '@tiered-limiter/http';
+import { ProcessReports } from '@tiered-limiter/test-harness';
 import { describe, expect, it } from 'vitest';
 import { localHttpLimiter } from './helpers.js';
 
@@ -197,9 +198,8 @@ describe('limit with createLimiter', () => {
       ],
       [() => undefined, 0],
     ] as const) {
-      const warnings: string[] = [];
-      const onWarning = (warning: Error & { code?: string }) => warnings.push(warning.code ?? '');
-      process.on('warning', onWarning);
+      const reports = new ProcessReports();
+      reports.start();
       try {
         const check = createRateLimitCheck<{ plan: string }>({
           key: () => 'k',
@@ -210,10 +210,9 @@ describe('limit with createLimiter', () => {
         await check({ plan: 'a' }, raw);
         // `b` evicts `a`, whose close misbehaves: the request is still decided.
         expect((await check({ plan: 'b' }, raw))?.allowed).toBe(true);
-        await new Promise((resolve) => setImmediate(resolve));
-        expect(warnings.filter((code) => code === 'TL_HTTP_CLOSE_FAILED')).toHaveLength(warned);
+        expect(reports.warningCodes().filter((code) => code === 'TL_HTTP_CLOSE_FAILED')).toHaveLength(warned);
       } finally {
-        process.off('warning', onWarning);
+        reports.stop();
       }
     }
   });

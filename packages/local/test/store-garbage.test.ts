@@ -74,7 +74,7 @@ describe('TieredLimiter over a store whose groupOf throws', () => {
   it('syncs its leases in arrival order; nothing is thrown out of the tick', async () => {
     const { clock, advance } = fakeTime();
     class ThrowingGroups extends MemoryStore {
-      override groupOf(): number {
+      groupOf(): number {
         throw new Error('slot map being refreshed');
       }
     }
