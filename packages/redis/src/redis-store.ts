@@ -6,12 +6,11 @@ import {
   type GlobalStore,
   internal,
   type LimitSpec,
-  StoreError,
 } from '@tiered-limiter/core';
 import calculateSlot from 'cluster-key-slot';
-import { byNode } from './by-node.js';
-import { adapterFor, asError, type RedisClientAdapter } from './client/adapter.js';
-import { type CoalesceOptions, Coalescer, type CoalescerStats, type Pending } from './coalescer.js';
+import { applySender, type StoreOp } from './apply-calls.js';
+import { adapterFor, type RedisClientAdapter } from './client/adapter.js';
+import { type CoalesceOptions, Coalescer, type CoalescerStats } from './coalescer.js';
 import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_KEYS_PER_CALL, MAX_SHARDS } from './defaults.js';
 import {
   assertPrefix,
@@ -21,18 +20,11 @@ import {
   DEFAULT_PREFIX,
   MAX_KEEP_AFTER_FULL_MS,
 } from './keys.js';
-import { type EncodableOp, encodeOps, readReplies } from './ops-codec.js';
 import type { RedisStoreOptions } from './redis-store-options.js';
-import { APPLY_SCRIPT } from './scripts.js';
 
 export type { RedisStoreOptions } from './redis-store-options.js';
 
 const { assertInteger, assertKnownOptions, refusedKeyLimits, refusedOp } = internal;
-
-type Op = Pending<BucketOp, BucketReply> & Pick<EncodableOp, 'heartbeat' | 'reset'>;
-
-/** Errors with which Redis refuses a call without running it: the slot is elsewhere or moving. */
-const REDIRECTED = /^(MOVED|ASK|TRYAGAIN) /;
 
 /** The bucket op a heartbeat entry stands in (its `heartbeat` field says what it does). */
 const FLEET_OP: BucketOp = Object.freeze({ key: '', limits: [] });
@@ -78,7 +70,10 @@ export class RedisStore implements GlobalStore {
       0,
       MAX_KEEP_AFTER_FULL_MS,
     );
-    this.#coalescer = coalescerFor(options.coalesce, (batches) => this.#send(batches));
+    this.#coalescer = coalescerFor(
+      options.coalesce,
+      applySender(this.#client, this.#keepAfterFullMs, (extra) => this.#coalescer.countCalls(extra)),
+    );
   }
 
   /** The prefix of this store's keys. */
@@ -175,7 +170,7 @@ export class RedisStore implements GlobalStore {
     const key = `${this.#prefix}:{%fleet}`;
     const slot = this.#client.isCluster ? calculateSlot(key) : 0;
     return new Promise<number>((resolve, reject) => {
-      const pending: Op = {
+      const pending: StoreOp = {
         op: FLEET_OP,
         keys: [key],
         slot,
@@ -200,7 +195,7 @@ export class RedisStore implements GlobalStore {
     const keys = bucketKeys(this.#prefix, key, limits, this.#shards);
     const slot = this.#client.isCluster ? calculateSlot(keys[0]!) : 0;
     return new Promise<void>((resolve, reject) => {
-      const pending: Op = {
+      const pending: StoreOp = {
         op: { key, limits },
         keys,
         slot,
@@ -213,72 +208,11 @@ export class RedisStore implements GlobalStore {
       this.#coalescer.submit(this.#client.nodeOf(slot), pending);
     });
   }
-
-  /**
-   * Sends a flush's batches: one call, or, when the client now maps their slots to several masters
-   * (a slot moved since its ops were queued), one call per master, each counted. Sent as one, ioredis
-   * refused the pipeline unsent and node-redis sent each slot to its master: two round trips, counted one.
-   */
-  #send(batches: readonly (readonly Op[])[]): Promise<void> {
-    const client = this.#client;
-    let parts: (readonly Op[])[][] | undefined;
-    try {
-      parts =
-        client.isCluster && batches.length > 1 ? byNode(batches, (slot) => client.nodeOf(slot)) : undefined;
-    } catch (error) {
-      // An adapter's `nodeOf` that threw here threw out of the coalescer's flush: an uncaught
-      // exception in a tick, and the destination's call counted out for good, its ops unsettled.
-      const failed = failure('apply', error);
-      for (const batch of batches) for (const pending of batch) pending.reject(failed);
-      return Promise.resolve();
-    }
-    if (parts === undefined) return this.#sendPart(batches);
-    this.#coalescer.countCalls(parts.length - 1);
-    return Promise.all(parts.map((part) => this.#sendPart(part))).then(() => undefined);
-  }
-
-  async #sendPart(batches: readonly (readonly Op[])[]): Promise<void> {
-    let results: unknown[];
-    try {
-      results = repliesOf(
-        await this.#client.evalScript(
-          APPLY_SCRIPT,
-          batches.map((batch) => encodeOps(batch, this.#keepAfterFullMs)),
-        ),
-      );
-    } catch (error) {
-      // One error for the call's ops: they failed together, and an error per op (a stack trace
-      // each) took 5 % of a bench process's CPU when a closing limiter's hand-backs failed.
-      const failed = failure('apply', error);
-      for (const batch of batches) for (const pending of batch) pending.reject(failed);
-      return;
-    }
-    await Promise.all(
-      batches.map(async (batch, i) => {
-        let reply = results[i];
-        // A pipeline whose calls were redirected in part comes back with those calls failed.
-        // Redis ran none of them, so each goes once more alone, where the client follows the
-        // redirection itself (ASKING included). Nothing that may have run is ever resent.
-        if (reply instanceof Error && REDIRECTED.test(reply.message) && batches.length > 1) {
-          this.#coalescer.countCalls(1);
-          // Called in a reaction: an adapter that throws rather than rejects fails these ops too.
-          reply = await Promise.resolve()
-            .then(() => this.#client.evalScript(APPLY_SCRIPT, [encodeOps(batch, this.#keepAfterFullMs)]))
-            .then((r) => repliesOf(r)[0])
-            .catch(asError);
-        }
-        if (reply instanceof Error) {
-          const failed = failure('apply', reply);
-          for (const pending of batch) pending.reject(failed);
-        } else settle(batch, reply);
-      }),
-    );
-  }
 }
 
 function coalescerFor(
   options: CoalesceOptions | false | undefined,
-  send: (batches: readonly (readonly Op[])[]) => Promise<void>,
+  send: (batches: readonly (readonly StoreOp[])[]) => Promise<void>,
 ): Coalescer<BucketOp, BucketReply> {
   // Not coalescing is a coalescer that sends one op a call with no bound on calls in flight.
   if (options === false) return new Coalescer(send, 1, Number.MAX_SAFE_INTEGER);
@@ -292,32 +226,4 @@ function coalescerFor(
     assertInteger('coalesce.maxKeysPerCall', o.maxKeysPerCall ?? DEFAULT_MAX_KEYS_PER_CALL, 1, 10_000),
     assertInteger('coalesce.maxInFlight', o.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT, 1, 1024),
   );
-}
-
-function settle(batch: readonly Op[], reply: unknown): void {
-  let replies: BucketReply[];
-  try {
-    replies = readReplies(reply, batch);
-  } catch (error) {
-    for (const pending of batch) pending.reject(error);
-    return;
-  }
-  for (let i = 0; i < batch.length; i++) batch[i]!.resolve(replies[i]!);
-}
-
-/**
- * What an adapter's `evalScript` resolved, if it is an array (one reply per call). `undefined` from a
- * custom adapter threw a `TypeError` past the flush, and its ops were never settled: each waited out
- * its caller's timeout, and a background op (a hand-back) waited for ever.
- */
-function repliesOf(results: unknown): unknown[] {
-  if (!Array.isArray(results))
-    throw new Error(`the client adapter's evalScript resolved ${String(results)}, not an array`);
-  return results;
-}
-
-function failure(command: string, error: unknown): StoreError {
-  if (error instanceof StoreError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  return new StoreError(`redis ${command} failed: ${message}`, { cause: error });
 }
