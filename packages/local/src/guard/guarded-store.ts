@@ -93,8 +93,8 @@ export class GuardedStore {
     return this.guard.run((wait) => {
       const applied = this.store.apply(build(), wait);
       onLandedLate(applied, wait, landedLate);
-      return applied.then(checkedReply);
-    });
+      return applied;
+    }, refusedReply);
   }
 
   /** Counts `decision` and returns what the caller gets (admitted, in shadow mode). */

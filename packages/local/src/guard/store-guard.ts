@@ -166,15 +166,19 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
    * event. A timer that fires late because this process stalled gives the reply one more turn
    * of the event loop, so that a stall of its own never counts against the store. `call` gets
    * the attempt's `CallerWait` to pass to `GlobalStore.apply`: an op still queued in the store
-   * when the timeout gives up is dropped unsent.
+   * when the timeout gives up is dropped unsent. `refused`, if given, weighs the value first: a
+   * value it refuses is a failure of the store's (a custom store's malformed reply), as a rejection is.
    */
-  run<T>(call: (wait: CallerWait) => Promise<T>): Promise<GuardResult<T>> {
+  run<T>(
+    call: (wait: CallerWait) => Promise<T>,
+    refused?: (value: T) => StoreError | undefined,
+  ): Promise<GuardResult<T>> {
     if (!this.accepting) {
       this.#refusal ??= Promise.resolve({ ok: false, error: new CircuitOpenError(this.#lastError) });
       return this.#refusal;
     }
     if (this.#state === 'open') this.#state = 'half-open';
-    return this.#attempt(call, this.timeoutMs);
+    return this.#attempt(call, this.timeoutMs, refused);
   }
 
   /**
@@ -185,7 +189,11 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
     return this.#attempt(call, timeoutMs);
   }
 
-  #attempt<T>(call: (wait: CallerWait) => Promise<T>, timeoutMs: number): Promise<GuardResult<T>> {
+  #attempt<T>(
+    call: (wait: CallerWait) => Promise<T>,
+    timeoutMs: number,
+    refused?: (value: T) => StoreError | undefined,
+  ): Promise<GuardResult<T>> {
     return new Promise<GuardResult<T>>((resolve) => {
       let settled = false;
       let lateMs = 0;
@@ -227,6 +235,9 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
           if (this.#state === 'closed') this.#consecutiveFailures = 0;
           return;
         }
+        // Weighed here, in the reaction the answer already has: on a request's path, not a promise more.
+        const refusal = refused?.(value);
+        if (refusal !== undefined) return onError(refusal);
         settled = true;
         clearTimeout(timer);
         this.#succeeded();
