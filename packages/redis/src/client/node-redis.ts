@@ -1,12 +1,10 @@
 import type { LuaScript, RedisClientAdapter, ScriptCall } from './adapter.js';
 import { asError } from './adapter.js';
+import { isReadonlyError, type ReconnectableNodeRedis, readonlyReconnector } from './readonly-reconnect.js';
 import { slotRefresher } from './slot-refresh.js';
 
-/** What the store uses of a node-redis v5 client (`createClient`). */
-interface NodeRedisClientLike {
-  sendCommand(args: string[]): Promise<unknown>;
-  readonly isOpen: boolean;
-}
+/** What the store uses of a node-redis v5 client (`createClient`): commands, and a reconnect on `READONLY`. */
+type NodeRedisClientLike = ReconnectableNodeRedis;
 
 /** A node-redis client as far as a cluster's rediscovery goes: the options it was made with. */
 interface NodeRedisNodeClient {
@@ -60,7 +58,9 @@ function isSentinel(client: NodeRedisLike): client is NodeRedisSentinelLike {
  * one socket write, so calls for one node made together travel as one pipeline; on a cluster
  * each call follows MOVED and ASK by itself (node-redis' `sendCommand` does) and nothing else is
  * ever resent. A Sentinel client sends each call to the master the Sentinels name; it resends a
- * call whose master connection failed unless made with `recommendedNodeRedisSentinelOptions`.
+ * call whose master connection failed unless made with `recommendedNodeRedisSentinelOptions`. A
+ * plain client whose call answers `READONLY` (its master was demoted under the connection) is
+ * made to reconnect, the call not resent: `readonlyReconnector`.
  */
 export function nodeRedisAdapter(client: NodeRedisLike): RedisClientAdapter {
   const cluster = 'masters' in client ? (client as NodeRedisClusterLike) : undefined;
@@ -83,6 +83,7 @@ export function nodeRedisAdapter(client: NodeRedisLike): RedisClientAdapter {
     }
   };
   const rediscover = cluster ? rediscovery(cluster) : undefined;
+  const reconnect = cluster || sentinel ? undefined : readonlyReconnector(client as NodeRedisClientLike);
   const run = async (script: LuaScript, call: ScriptCall): Promise<unknown> => {
     const args = call.map(String);
     for (let attempt = 1; ; attempt++) {
@@ -106,6 +107,7 @@ export function nodeRedisAdapter(client: NodeRedisLike): RedisClientAdapter {
         calls.map((call) =>
           run(script, call).catch((error: unknown) => {
             rediscover?.();
+            if (isReadonlyError(error)) reconnect?.();
             return asError(error);
           }),
         ),
