@@ -3,13 +3,11 @@ import {
   type CallerWait,
   CircuitOpenError,
   type Clock,
-  ConfigError,
-  internal,
   StoreError,
   StoreTimeoutError,
 } from '@tiered-limiter/core';
-import { DEFAULT_COOLDOWN_MS, DEFAULT_FAILURE_THRESHOLD, DEFAULT_TIMEOUT_MS } from '../defaults.js';
 import { emitSafely } from '../emit-safely.js';
+import { resolveGuardOptions } from './guard-options.js';
 import {
   type BreakerState,
   type GuardEvents,
@@ -27,8 +25,6 @@ export type {
   StoreGuardOptions,
 } from './guard-types.js';
 export { NOTHING_SENT } from './guard-types.js';
-
-const { assertClock, assertInteger, assertKnownOptions } = internal;
 
 /**
  * How late, in ms, the timeout's timer may fire before the guard suspects its own event loop
@@ -76,23 +72,12 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
 
   constructor(options: StoreGuardOptions = {}) {
     super();
-    assertKnownOptions('', options, ['timeoutMs', 'breaker', 'clock']);
-    this.timeoutMs = assertInteger('timeoutMs', options.timeoutMs ?? DEFAULT_TIMEOUT_MS, 1, 60_000);
-    const breaker = options.breaker ?? {};
-    if (breaker !== false && (breaker === null || typeof breaker !== 'object' || Array.isArray(breaker))) {
-      throw new ConfigError('breaker', breaker, 'an object or false');
-    }
-    this.#breakerEnabled = breaker !== false;
-    const b = breaker === false ? {} : breaker;
-    assertKnownOptions('breaker', b, ['failureThreshold', 'cooldownMs']);
-    this.#threshold = assertInteger(
-      'breaker.failureThreshold',
-      b.failureThreshold ?? DEFAULT_FAILURE_THRESHOLD,
-      1,
-      1000,
-    );
-    this.#cooldownMs = assertInteger('breaker.cooldownMs', b.cooldownMs ?? DEFAULT_COOLDOWN_MS, 1, 600_000);
-    this.#clock = options.clock === undefined ? performance : assertClock('clock', options.clock);
+    const settings = resolveGuardOptions(options);
+    this.timeoutMs = settings.timeoutMs;
+    this.#breakerEnabled = settings.breakerEnabled;
+    this.#threshold = settings.failureThreshold;
+    this.#cooldownMs = settings.cooldownMs;
+    this.#clock = settings.clock;
   }
 
   /** The breaker's state now. */
