@@ -31,10 +31,12 @@ local EPSILON = 1e-9 -- core's TOKEN_EPSILON
 local TTL_MARGIN_MS = 50 -- KEY_TTL_MARGIN_MS of src/keys.ts, which says why; a test keeps them equal
 local MAX_MS = 4503599627370496 -- 2^52, core's MAX_WAIT_MS: replies every client reads exactly, PEXPIRE in range
 
-local floor, ceil, match, gmatch, byte = math.floor, math.ceil, string.match, string.gmatch, string.byte
+local floor, ceil, match, gmatch, byte, format = math.floor, math.ceil, string.match, string.gmatch, string.byte, string.format
 local pack, unpack_at = struct.pack, struct.unpack
+-- Globals cost a table lookup each time they are named: a take names these once or twice.
+local call = redis.call
 
-local time = redis.call('TIME')
+local time = call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 
 local function covers(t, cost) return t + EPSILON >= cost end
@@ -75,6 +77,19 @@ end
 
 local cache, order = {}, {}
 
+-- Most keys hold nothing on lease: they share this one empty list rather than each making its own
+-- (an allocation and a collection per key-op). Writing to it is a bug, so it refuses writes; a
+-- state that comes to hold a generation gets a list of its own first (own_held).
+local NO_HELD = setmetatable({}, { __newindex = function() error('NO_HELD is shared: written to') end })
+local function own_held(st)
+  local held = st.held
+  if held == NO_HELD then
+    held = {}
+    st.held = held
+  end
+  return held
+end
+
 -- Binary, not text: doubles hold every value exactly (tokens are doubles, µs stay below 2^53), and
 -- struct.pack and struct.unpack cost less than %.17g formatting and a pattern's parse, which took a
 -- tenth of a take's server time. The first byte names the format: text starts with a digit or '-'.
@@ -93,7 +108,7 @@ local function load_text(st, key, raw)
   st.t, st.at = tonumber(t), tonumber(ts)
   if st.t == nil or st.at == nil then not_ours(key) end
   if rest ~= '' then
-    local held = st.held
+    local held = own_held(st)
     for id, count in gmatch(rest, '(%d+):(%d+)') do held[#held + 1] = { tonumber(id), tonumber(count) } end
   end
 end
@@ -101,8 +116,8 @@ end
 local function load(key)
   local st = cache[key]
   if st then return st end
-  local raw = redis.call('GET', key)
-  st = { t = nil, at = nil, held = {}, dirty = false, cap = 0, rate = 0 }
+  local raw = call('GET', key)
+  st = { t = nil, at = nil, held = NO_HELD, dirty = false, cap = 0, rate = 0 }
   if raw then
     if byte(raw, 1) == FORMAT then
       local size = #raw
@@ -111,7 +126,7 @@ local function load(key)
       if t ~= t or at ~= at then not_ours(key) end
       st.t, st.at = t, at
       if size > 17 then
-        local held = st.held
+        local held = own_held(st)
         for p = 18, size, 16 do
           local id, count = unpack_at('<dd', raw, p)
           held[#held + 1] = { id, count }
@@ -202,7 +217,7 @@ local function report(st, id, spent, returned)
 end
 
 local function hold(st, id, count)
-  local held = st.held
+  local held = own_held(st)
   local i = #held
   while i > 0 and held[i][1] > id do i = i - 1 end
   if i > 0 and held[i][1] == id then
@@ -238,13 +253,27 @@ local function tighter(aw, ar, af, bw, br, bf)
   return af > bf
 end
 
+-- A whole ms count as Redis reads it. Redis turns a number argument into text with a %.17g
+-- printf on every call, a thirtieth of a take's server time; most keys of a call share their TTL
+-- (the same limit, the same take), so each distinct count is written once per call. '%d' is
+-- exact: counts are whole and below 2^53.
+local ttl_texts = {}
+local function ttl_text(ms)
+  local text = ttl_texts[ms]
+  if text == nil then
+    text = format('%d', ms)
+    ttl_texts[ms] = text
+  end
+  return text
+end
+
 -- keep_ms: the store's keepAfterFullMs. A key seen again within it is rewritten, not expired
 -- and made anew: an expiry costs Redis's expiry cycle, which blocks every client while it runs.
 local function save(key, keep_ms)
   local st = cache[key]
   local held, cap = st.held, st.cap
   if #held == 0 and covers(st.t, cap) then
-    redis.call('DEL', key)
+    call('DEL', key)
     return
   end
   local value = pack('<Bdd', FORMAT, st.t, st.at)
@@ -260,5 +289,5 @@ local function save(key, keep_ms)
     local fence_ms = ceil((last[1] - now) / 1000)
     if fence_ms > full then full = fence_ms end
   end
-  redis.call('SET', key, value, 'PX', full + TTL_MARGIN_MS + keep_ms)
+  call('SET', key, value, 'PX', ttl_text(full + TTL_MARGIN_MS + keep_ms))
 end

@@ -1,7 +1,7 @@
 import type { BucketOp, BucketReply } from '@tiered-limiter/core';
 import { StoreError } from '@tiered-limiter/core';
 
-/** Integers `apply.lua` replies per op. */
+/** Integers `apply.lua` replies per op, but a short take's (`isShortTake`). */
 export const REPLY_WIDTH = 7;
 
 /** An op on its way: what it asks and its Redis keys. */
@@ -16,6 +16,24 @@ export interface EncodableOp {
 
 /** Which optional fields an entry carries, in this order after its flags (`apply.lua` reads the same bits). */
 const FLAG = { take: 1, reserve: 2, credit: 4, debit: 8, ahead: 16, reports: 32, reset: 64 } as const;
+
+/**
+ * Whether `op` is a take of 1 on one limit and nothing else: every `RequestLimiter` decision at
+ * cost 1, and a sparse key's first take. `apply.lua` takes it as one number, `-set`, and answers
+ * it in 2 or 3 integers rather than 7 (its header says how): each number cost Redis a fiftieth of
+ * the take's server time to read and as much to write.
+ */
+function isShortTake(op: BucketOp): boolean {
+  return (
+    op.take === 1 &&
+    op.limits.length === 1 &&
+    !(op.reserve && op.reserve.want > 0) &&
+    !op.credit &&
+    !op.debit &&
+    !op.aheadMs &&
+    !(op.reports && op.reports.length > 0)
+  );
+}
 
 /**
  * The arguments of one `apply.lua` call for `batch`: `numkeys, KEYS…`, then every number in the
@@ -60,6 +78,10 @@ export function encodeOps(batch: readonly EncodableOp[], keepAfterFullMs: number
       (debit ? FLAG.debit : 0) |
       (aheadMs ? FLAG.ahead : 0) |
       (reports && reports.length > 0 ? FLAG.reports : 0);
+    if (isShortTake(op)) {
+      entries += `,${-set}`;
+      continue;
+    }
     entries += `,${set},${flags}`;
     if (flags & FLAG.take) entries += `,${take}`;
     if (flags & FLAG.reserve) entries += `,${reserve!.want},${reserve!.min},${reserve!.holdMs}`;
@@ -88,11 +110,29 @@ export function encodeOps(batch: readonly EncodableOp[], keepAfterFullMs: number
  * script is not ours.
  */
 export function readReplies(reply: unknown, batch: readonly EncodableOp[]): BucketReply[] {
-  if (!Array.isArray(reply) || reply.length !== batch.length * REPLY_WIDTH) throw unexpected(reply);
+  if (!Array.isArray(reply)) throw unexpected(reply);
   // Read in place, a pass over the reply: a mapped copy of it and a check of the copy made two
   // arrays a call for nothing.
   const replies = new Array<BucketReply>(batch.length);
-  for (let i = 0, at = 0; i < batch.length; i++, at += REPLY_WIDTH) {
+  let at = 0;
+  for (let i = 0; i < batch.length; i++) {
+    const { op, heartbeat, reset } = batch[i]!;
+    if (heartbeat === undefined && !reset && isShortTake(op)) {
+      // remaining + 1 and resetMs when admitted; -remaining, retryAfterMs and resetMs when not
+      const first = integerAt(reply, at);
+      const ok = first >= 1;
+      replies[i] = {
+        ok,
+        granted: ok ? 1 : 0,
+        generation: 0,
+        remaining: ok ? first - 1 : first < 0 ? -first : 0,
+        retryAfterMs: ok ? 0 : integerAt(reply, at + 1),
+        resetMs: integerAt(reply, ok ? at + 1 : at + 2),
+        limitIndex: 0,
+      };
+      at += ok ? 2 : 3;
+      continue;
+    }
     replies[i] = {
       ok: integerAt(reply, at) === 1,
       granted: integerAt(reply, at + 1),
@@ -102,7 +142,9 @@ export function readReplies(reply: unknown, batch: readonly EncodableOp[]): Buck
       resetMs: integerAt(reply, at + 5),
       limitIndex: integerAt(reply, at + 6),
     };
+    at += REPLY_WIDTH;
   }
+  if (at !== reply.length) throw unexpected(reply);
   return replies;
 }
 

@@ -332,6 +332,71 @@ describe('the call’s arguments', () => {
     ]);
   });
 
+  it('writes a take of 1 on one limit, and nothing else, as one number: -set', () => {
+    const one = [defineLimit({ capacity: 10, refillPerSecond: 1, name: 'one' })];
+    const two = [...one, defineLimit({ capacity: 100, refillPerSecond: 0.5, name: 'two' })];
+    const args = encodeOps(
+      [
+        { op: { key: 'a', limits: one, take: 1 }, keys: ['k1'] },
+        { op: { key: 'b', limits: two, take: 1 }, keys: ['k2', 'k3'] },
+        { op: { key: 'c', limits: one, take: 1, aheadMs: 5 }, keys: ['k4'] },
+        { op: { key: 'd', limits: one, take: 2 }, keys: ['k5'] },
+        { op: { key: 'e', limits: one, take: 1, credit: 1 }, keys: ['k6'] },
+        { op: { key: 'f', limits: one, take: 1 }, keys: ['k7'] },
+      ],
+      0,
+    );
+    // Sets: 1 = one (10, 1), 2 = two. Only a and f are short; b has two limits, c borrows ahead,
+    // d takes 2, e credits too.
+    expect(args.at(-1)).toBe('[6,2,0,1,10,1,2,10,1,100,0.5,-1,2,1,1,1,17,1,5,1,1,2,1,5,1,1,-1]');
+  });
+
+  it('answers a short take in 2 integers when admitted and 3 when refused', async () => {
+    const user = newUser();
+    const limits = [defineLimit({ capacity: 2, refillPerSecond: 1, name: 'short' })];
+    const batch = [1, 2, 3].map(() => ({ op: { key: user, limits, take: 1 }, keys: keysOf(user, limits) }));
+    const [numKeys, ...rest] = encodeOps(batch, 0);
+    await redis.set(clockKey, String(NOW));
+    const reply = (await redis.eval(CLOCKED, numKeys as number, ...rest)) as number[];
+    // 1 left (+1), full in 1000 ms; 0 left (+1), full in 2000 ms; refused: 0 left, 1000 ms, 2000 ms.
+    expect(reply).toEqual([2, 1000, 1, 2000, 0, 1000, 2000]);
+    expect(readReplies(reply, batch)).toEqual([
+      { ok: true, granted: 1, generation: 0, remaining: 1, retryAfterMs: 0, resetMs: 1000, limitIndex: 0 },
+      { ok: true, granted: 1, generation: 0, remaining: 0, retryAfterMs: 0, resetMs: 2000, limitIndex: 0 },
+      {
+        ok: false,
+        granted: 0,
+        generation: 0,
+        remaining: 0,
+        retryAfterMs: 1000,
+        resetMs: 2000,
+        limitIndex: 0,
+      },
+    ]);
+    // A reply one integer short, or long, is not ours.
+    expect(() => readReplies(reply.slice(0, -1), batch)).toThrow(/unexpected reply/);
+    expect(() => readReplies([...reply, 0], batch)).toThrow(/unexpected reply/);
+  });
+
+  it('answers a short take on a key with tokens on lease as core does', async () => {
+    const user = newUser();
+    const limits = [ten];
+    const [key] = keysOf(user, limits);
+    await run([{ key: user, limits, reserve: { want: 8, min: 1, holdMs: 1500 } }], NOW);
+    // The lease left 2 of 10: two takes pass, the third is refused; the script's general path
+    // answers them (tokens on lease), shortened.
+    let state = (await read(key!))!;
+    expect(state.held).toHaveLength(1);
+    const ops: BucketOp[] = [1, 2, 3].map(() => ({ key: user, limits, take: 1 }));
+    const expected = ops.map((op) => {
+      const step = model([state], limits, op, NOW);
+      state = step.after[0]!;
+      return step.reply;
+    });
+    expect(expected.map((r) => r.ok)).toEqual([true, true, false]);
+    expect(await run(ops, NOW)).toEqual(expected);
+  });
+
   it('registers an instance whatever its name holds: commas, quotes and brackets are not numbers', async () => {
     const fleet = `${prefix}:fleet:${newUser()}`;
     const name = 'host-1, "a" [b]';
@@ -423,7 +488,8 @@ describe('apply.lua’s plain take (one limit, nothing on lease) equals core’s
         bucketArb,
         fc.array(
           fc.record({
-            a: fc.integer({ min: 1, max: 1_000_000 }),
+            // 0: a take of 1, which the script reads as one number and answers short
+            a: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 1_000_000 })),
             aheadMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 5000 })),
           }),
           { minLength: 1, maxLength: 4 },
@@ -446,7 +512,7 @@ describe('apply.lua’s plain take (one limit, nothing on lease) equals core’s
           const ops: BucketOp[] = takes.map(({ a, aheadMs }) => ({
             key: user,
             limits,
-            take: 1 + (a % spec.capacity),
+            take: a === 0 ? 1 : 1 + (a % spec.capacity),
             ...(aheadMs > 0 ? { aheadMs } : {}),
           }));
           let changed = false;
