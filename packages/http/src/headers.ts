@@ -120,7 +120,8 @@ function policyOf(option: string, limits: LimitSpec | readonly LimitSpec[]): Rat
  * The response headers for `decision`:
  * - `RateLimit-Policy`, always (unless `standardHeaders: false`);
  * - `RateLimit: "<limit>";r=<remaining>;t=<seconds>`, one item, for the limit the decision
- *   names (`decision.name`: the one that denied, else the tightest), when a bucket was read.
+ *   names (`decision.name`: the one that denied, else the tightest), when a bucket was read and
+ *   `policy` has that limit (a decision made under limits replaced since gets none).
  *   `r` is its whole tokens left; `t` the seconds until its next token, which is what both
  *   revisions define for a token bucket (-10: "until additional quota is made available"; -11:
  *   "within which the client can use no more than the available quota"). A denial of cost 1
@@ -157,8 +158,8 @@ export function rateLimitHeaders(
   if (standard) headers['RateLimit-Policy'] = announced.header;
   const readBucket = decision.tier !== 'fallback' || local;
   const retryAfter = decision.allowed ? 0 : wholeSeconds(decision.retryAfterMs);
-  if (standard && readBucket) {
-    const item = itemOf(decision.name, announced);
+  const item = standard && readBucket ? itemOf(decision, announced) : undefined;
+  if (item !== undefined) {
     const t = nextTokenSeconds(decision, item.limit, cost);
     headers.RateLimit = `${quote(item.name)};r=${decision.remaining}${t === undefined ? '' : `;t=${t}`}`;
   }
@@ -209,11 +210,17 @@ function nextTokenSeconds(decision: Decision, spec: LimitSpec, cost: number | un
   return wholeSeconds(nextMs);
 }
 
-function itemOf(name: string, policy: RateLimitPolicy): PolicyItem {
-  for (const item of policy.items) if (item.name === name) return item;
-  // A decision that names no limit of this policy (a limiter whose limits changed under it):
-  // the first item, so the field still parses; its numbers are the decision's own.
-  return policy.items[0]!;
+/**
+ * The policy's item for the limit `decision` speaks of, or `undefined` when it has none: a decision
+ * made under limits that `setLimits` replaced before its headers were written. Named by the policy's
+ * first item, its `r` and `t` were another limit's numbers under that name (`"b";r=57` where `b`
+ * has `q=50`); without an item of its own it sends no `RateLimit`, as a decision that read no bucket.
+ */
+function itemOf(decision: Decision, policy: RateLimitPolicy): PolicyItem | undefined {
+  for (const item of policy.items) {
+    if (item.name === decision.name && item.quota === decision.limit) return item;
+  }
+  return undefined;
 }
 
 /** A structured-field String (RFC 8941 §3.3.3): quoted, with `\` and `"` escaped. */

@@ -128,6 +128,19 @@ describe('rateLimitHeaders: t is the seconds until the next token of the limit t
     }
   });
 
+  it('sends no RateLimit for a decision whose limit the policy does not have (limits replaced since)', () => {
+    const old = defineLimit({ capacity: 100, refillPerSecond: 1, name: 'old' });
+    const policy = rateLimitPolicy([perSecond(3, { name: 'burst' }), perHour(1000, { name: 'hourly' })]);
+    // Decided under `old` (57 of 100 left), written after setLimits: `"burst";r=57` said 57 of 3.
+    const headers = rateLimitHeaders(allowDecision(57, 43_000, old, 'global'), policy);
+    expect(headers.RateLimit).toBeUndefined();
+    expect(headers['RateLimit-Policy']).toBe('"burst";q=3;w=1, "hourly";q=1000;w=3600');
+    // A limit of the same name whose capacity changed is another limit too.
+    const wider = defineLimit({ capacity: 50, refillPerSecond: 3, name: 'burst' });
+    expect(rateLimitHeaders(denyDecision(500, 0, 17_000, wider, 'global'), policy).RateLimit).toBeUndefined();
+    expect(rateLimitHeaders(denyDecision(500, 0, 17_000, wider, 'global'), policy)['Retry-After']).toBe('1');
+  });
+
   it('adds the legacy headers on request, reset in seconds until full, on a denial too', () => {
     // 0.5 tokens, a cost of 2: 1.5 s to wait, the next token in 0.5 s, full in 2.5 s.
     expect(

@@ -7,7 +7,7 @@ import {
 } from '@tiered-limiter/core';
 import type { GuardResult } from '../guard/store-guard.js';
 
-const { denyDecisionLike, msUntilTokens } = internal;
+const { denyDecisionLike, msUntilTokens, tightestWhenFull } = internal;
 
 /**
  * Tokens of one grant: one store generation, one expiry at this holder. The store holds the
@@ -128,6 +128,26 @@ export class Lease {
     this.globalRemaining = limit.capacity;
     this.limit = limit;
   }
+}
+
+/**
+ * Points `lease` at one of `limits`, the limiter's new ones (`setLimits`): the limit of the same
+ * name, its last known level cut to the new capacity, else the one a new lease starts with
+ * (`tightestWhenFull`), full as far as this instance knows. Left on a replaced limit, a blocked
+ * key's denial named a limit the limiter no longer has (and the HTTP headers announced another's
+ * numbers under it) until the key's next reply.
+ */
+export function relimit(lease: Lease, limits: readonly LimitSpec[]): void {
+  for (const spec of limits) {
+    if (spec.name !== lease.limit.name) continue;
+    lease.limit = spec;
+    if (lease.globalRemaining > spec.capacity) lease.globalRemaining = spec.capacity;
+    return;
+  }
+  const spec = tightestWhenFull(limits);
+  lease.limit = spec;
+  lease.globalRemaining = spec.capacity;
+  lease.resetMs = 0;
 }
 
 /** Points `head` at the first grant with tokens left. */

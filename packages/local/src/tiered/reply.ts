@@ -44,12 +44,16 @@ export function applyReply(
     // With the periodic sync the next lease comes with the next sync, not at a low-water mark.
     lease.lowWater = config.sync === undefined ? Math.ceil(leased * config.lowWater) : -1;
   }
-  lease.globalRemaining = reply.remaining;
-  // As of the send, not the read: a round trip or a stalled event loop between them would lengthen
-  // a remembered denial's wait past the store's.
-  lease.replyAtMs = sentAt;
-  lease.resetMs = reply.resetMs;
-  lease.limit = op.limits[reply.limitIndex] ?? lease.limit;
+  // A reply to limits replaced since the op left (`grantTo` its carrier) speaks of a limit no
+  // longer in force: the lease keeps what it knows of the new ones.
+  if (grantTo === lease) {
+    lease.globalRemaining = reply.remaining;
+    // As of the send, not the read: a round trip or a stalled event loop between them would
+    // lengthen a remembered denial's wait past the store's.
+    lease.replyAtMs = sentAt;
+    lease.resetMs = reply.resetMs;
+    lease.limit = op.limits[reply.limitIndex] ?? lease.limit;
+  }
   // A denial is remembered only when no whole token is left, and only for one token: the wait
   // is for what was asked, and a cost of 2 turned away kept a cost of 1 waiting for the second
   // token (500 ms at 2/s) where the bucket could pay it sooner. A cost above what is left must not

@@ -15,7 +15,7 @@ import {
   KeyedQueue,
 } from '../acquire.js';
 import { emitSafely } from '../emit-safely.js';
-import { type Lease, nextHead, spend } from './lease.js';
+import { type Lease, nextHead, relimit, spend } from './lease.js';
 import type { TieredLimiterOptions } from './options.js';
 import { type TieredLimiterEvents, type TieredLimiterStats, tieredStats } from './stats.js';
 import { type TieredParts, wireTiered } from './wiring.js';
@@ -265,6 +265,8 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       lease.deniedUntilMs = lease.blockedUntilMs;
     }
     this.#parts.book.drainAll(this.#leases.values(), before);
+    // After the drain, whose carriers keep the replaced limits: a lease speaks of a limit in force.
+    for (const lease of this.#leases.values()) relimit(lease, next);
     this.#waiters.wakeAll();
   }
 
