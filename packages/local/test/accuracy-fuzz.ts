@@ -3,7 +3,7 @@
  * whose calls travel for random fake-timer ms, driven through bursts, costs above 1, `acquire`,
  * `reward`, `penalty`, `reset`, `setLimits`, `block`, restarts, stalls of the event loop and
  * quiet stretches, with the periodic sync or without it, exact or optimistic cold start, one limit
- * or two per key; every window of every key's admissions is checked against the bound the docs
+ * or two or three at once per key; every window of every key's admissions is checked against the bound the docs
  * state for the mode.
  */
 import { type Decision, defineLimit, type LimitSpec } from '@tiered-limiter/core';
@@ -21,6 +21,15 @@ import { settle } from './lease-properties.js';
 export function accuracyFuzzProperty(maxEvents = 40) {
   return fc.asyncProperty(
     fuzzSetup,
+    fc.array(fuzzEvent, { minLength: 1, maxLength: maxEvents, size: 'max' }),
+    runFuzz,
+  );
+}
+
+/** The same, on keys of two or three limits at once, each checked on its own. */
+export function severalLimitsFuzzProperty(maxEvents = 40) {
+  return fc.asyncProperty(
+    fuzzSetup.filter((s) => s.pair),
     fc.array(fuzzEvent, { minLength: 1, maxLength: maxEvents, size: 'max' }),
     runFuzz,
   );
@@ -63,12 +72,15 @@ async function play(s: FuzzSetup, events: readonly FuzzEvent[]): Promise<void> {
   const travel = () =>
     [Math.floor(random() * (s.maxTravelMs + 1)), Math.floor(random() * (s.maxTravelMs + 1))] as const;
   const store = new DelayedStore(new MemoryStore({ clock }), clock, travel);
-  const names = s.pair ? ['A', 'B'] : ['L', 'L'];
+  // Several limits are set again under the same names with other numbers (a limit dropped and back
+  // would have missed the admissions meanwhile); one limit switches between its two specs.
+  const names = s.pair ? ['A', 'B', 'C'].slice(0, s.several) : ['L'];
   const limitsOf = s.limits.map((l, i) =>
-    defineLimit({ name: names[i]!, capacity: l.capacity, refillPerSecond: l.rate }),
+    defineLimit({ name: names[i % names.length]!, capacity: l.capacity, refillPerSecond: l.rate }),
   );
-  // A pair is set again as it is (a limit dropped and back would have missed the admissions meanwhile).
-  const specs: (LimitSpec | LimitSpec[])[] = s.pair ? [limitsOf, limitsOf] : limitsOf;
+  const specs: (LimitSpec | LimitSpec[])[] = s.pair
+    ? [limitsOf.slice(0, s.several), limitsOf.slice(s.several)]
+    : limitsOf;
   const costMax = Math.min(3, ...s.limits.map((l) => l.capacity));
   const spacingMs = s.optimistic ? spacingFor(s) : 0;
   let made = 0;
@@ -209,17 +221,16 @@ async function play(s: FuzzSetup, events: readonly FuzzEvent[]): Promise<void> {
   atTheStore(admitted, store.takes);
   if (s.sync === false) expect(store.maxAheadMs).toBe(0);
   else expect(store.maxAheadMs).toBeLessThanOrEqual(5000);
-  // A pair's limits are each a bucket of their own; one limit switched by setLimits is one bucket
-  // whose bound takes the larger capacity and rate.
-  const limits = s.pair
-    ? s.limits.map((l, i) => ({ name: names[i]!, ...l }))
-    : [
-        {
-          name: 'L',
-          capacity: Math.max(...s.limits.map((l) => l.capacity)),
-          rate: Math.max(...s.limits.map((l) => l.rate)),
-        },
-      ];
+  // Each limit of a key is a bucket of its own; one switched by setLimits is one bucket whose bound
+  // takes the larger capacity and rate of its two specs.
+  const limits = names.map((name, i) => {
+    const specsOf = s.limits.filter((_, j) => j % names.length === i);
+    return {
+      name,
+      capacity: Math.max(...specsOf.map((l) => l.capacity)),
+      rate: Math.max(...specsOf.map((l) => l.rate)),
+    };
+  });
   for (const limit of limits) {
     const bound: FuzzBound = {
       capacity: limit.capacity,

@@ -14,9 +14,18 @@ export interface FuzzSetup {
   readonly optimistic: boolean;
   /** Optimistic cold start's credit per instance and key. */
   readonly credit: number;
-  /** Both limits at once on every key (all-or-nothing), each checked on its own; else one, switched by `setLimits`. */
+  /**
+   * Several limits at once on every key (all-or-nothing), `several` of them, each checked on its own;
+   * else one, switched by `setLimits`.
+   */
   readonly pair: boolean;
-  readonly limits: readonly [{ capacity: number; rate: number }, { capacity: number; rate: number }];
+  /** Limits a key has at once when `pair`: 2 or 3. */
+  readonly several: number;
+  /**
+   * Every limit a run may put in force: with `pair`, `several` limits, then the same names again
+   * with other numbers (`setLimits` switches between the two sets); else the one limit's two specs.
+   */
+  readonly limits: readonly { capacity: number; rate: number }[];
   readonly lagMs: readonly number[];
   readonly maxTravelMs: number;
   readonly ttlMs: number;
@@ -33,9 +42,15 @@ export const fuzzSetup: fc.Arbitrary<FuzzSetup> = fc
     optimistic: fc.boolean(),
     credit: fc.integer({ min: 1, max: 2 }),
     pair: fc.boolean(),
+    several: fc.integer({ min: 2, max: 3 }),
     grown: fc.boolean(),
-    capacity: fc.tuple(fc.integer({ min: 3, max: 30 }), fc.integer({ min: 3, max: 30 })),
-    rate: fc.tuple(fc.integer({ min: 5, max: 300 }), fc.integer({ min: 5, max: 300 })),
+    // A limit's rate from 1 a second (an hourly quota in miniature) to 300: several limits on a key
+    // bind in turn, the fast one in a burst and the slow one over the run.
+    capacity: fc.array(fc.integer({ min: 3, max: 30 }), { minLength: 6, maxLength: 6 }),
+    rate: fc.array(fc.oneof(fc.integer({ min: 5, max: 300 }), fc.integer({ min: 1, max: 5 })), {
+      minLength: 6,
+      maxLength: 6,
+    }),
     lagMs: fc.array(fc.integer({ min: 0, max: 100 }), { minLength: 4, maxLength: 4 }),
     maxTravelMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 80 })),
     ttlMs: fc.integer({ min: 50, max: 1000 }),
@@ -47,8 +62,9 @@ export const fuzzSetup: fc.Arbitrary<FuzzSetup> = fc
     const declared = grown && s.sync !== false && s.size > 2 ? s.size - 1 : s.size;
     // Optimistic cold start is refused unless N·credit ≤ capacity ÷ 10: its runs get room for it.
     const floor = s.optimistic ? 10 * declared * s.credit : 0;
-    const limit = (i: 0 | 1) => ({ capacity: floor + capacity[i], rate: rate[i] });
-    return { ...s, declared, limits: [limit(0), limit(1)] as const };
+    const count = s.pair ? 2 * s.several : 2;
+    const limits = capacity.slice(0, count).map((c, i) => ({ capacity: floor + c, rate: rate[i]! }));
+    return { ...s, declared, limits };
   });
 
 /** The smallest spacing optimistic cold start accepts for `s` (fleet-options' rule), for every limit it may switch to. */

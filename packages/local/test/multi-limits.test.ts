@@ -258,3 +258,28 @@ describe('acquire() over two limits waits for the one that needs longest for its
     expect(box.atMs).toBeGreaterThanOrEqual(9_900);
   });
 });
+
+describe('a limit looser than another in both capacity and rate is allowed: a penalty can make it bind', () => {
+  // `wide` holds more and refills no slower than `narrow`, so a take never finds it short first. A
+  // debit sinks each bucket at most its own capacity deep: 100 puts `narrow` at −10 (1.1 s to a
+  // token) and `wide` at −50 (5.1 s), and the wider limit keeps the key waiting.
+  const narrow = defineLimit({ capacity: 10, refillPerSecond: 10, name: 'narrow' });
+  const wide = defineLimit({ capacity: 50, refillPerSecond: 10, name: 'wide' });
+
+  it.each(['LocalLimiter', 'RequestLimiter', 'TieredLimiter'] as const)('%s', async (kind) => {
+    const clock = new FakeClock(1_000);
+    const limits = [narrow, wide];
+    const common = { limits, clock, failurePolicy: 'closed' as const, store: new MemoryStore({ clock }) };
+    const limiter =
+      kind === 'LocalLimiter'
+        ? new LocalLimiter({ limits, clock })
+        : kind === 'RequestLimiter'
+          ? new RequestLimiter(common)
+          : new TieredLimiter({ ...common, sync: false });
+    open.push(limiter);
+    expect(await limiter.penalty('k', 100)).toBe(true);
+    await settle();
+    const denied = limiter.tryConsume?.('k') ?? (await (limiter as RequestLimiter).consume('k'));
+    expect(denied).toMatchObject({ allowed: false, name: 'wide', retryAfterMs: 5_100, remaining: 0 });
+  });
+});
