@@ -3,7 +3,7 @@
  * long run: fleets of limiters on one `MemoryStore` under one fake clock, every window of every
  * trace checked against the pure bound `capacity + rate × window` (docs/ACCURACY.md).
  */
-import { defineLimit } from '@tiered-limiter/core';
+import { defineLimit, type LimitSpec } from '@tiered-limiter/core';
 import { MemoryStore, TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
 import { FakeClock, tokenBucketBound, worstWindow } from '@tiered-limiter/test-harness';
 import fc from 'fast-check';
@@ -33,12 +33,21 @@ export function fleetOf(
   extra: Partial<TieredLimiterOptions> = {},
   clock = new FakeClock(0),
 ): Fleet {
+  return fleetOfLimits(size, [defineLimit({ capacity, refillPerSecond: ratePerSecond })], extra, clock);
+}
+
+/** `fleetOf` on keys of every limit of `limits` at once. */
+export function fleetOfLimits(
+  size: number,
+  limits: readonly LimitSpec[],
+  extra: Partial<TieredLimiterOptions> = {},
+  clock = new FakeClock(0),
+): Fleet {
   const store = new MemoryStore({ clock });
-  const limit = defineLimit({ capacity, refillPerSecond: ratePerSecond });
   const make = () =>
     new TieredLimiter({
       store,
-      limits: limit,
+      limits,
       failurePolicy: 'closed',
       clock,
       instances: 1,
@@ -269,6 +278,67 @@ export function manyKeysProperty() {
         for (const stamps of admitted.values()) expectBound(stamps, capacity, ratePerSecond);
       } finally {
         await closeAll();
+      }
+    },
+  );
+}
+
+/**
+ * Keys of two or three limits at once, of capacities 1 to 20 that do not refill during a trace (a
+ * token in 1,000 s): once the fleet has closed, every limit's bucket of every key holds its capacity
+ * less what was admitted for the key, or less still (a grant handed back after the store released
+ * it counts as spent), never more (a hand-back counted twice, or to a limit it was not taken from);
+ * no key is admitted past its smallest capacity; every leased token was spent or handed back once.
+ */
+export function severalLimitsProperty() {
+  const step = fc.record({
+    instance: fc.integer({ min: 0, max: 2 }),
+    key: fc.integer({ min: 0, max: 1 }),
+    cost: fc.integer({ min: 1, max: 3 }),
+    advanceMs: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 20 }), fc.integer({ min: 50, max: 400 })),
+  });
+  const capacities = fc.array(fc.integer({ min: 1, max: 20 }), { minLength: 2, maxLength: 3 });
+  return fc.asyncProperty(
+    fc.array(step, { minLength: 1, maxLength: 120 }),
+    capacities,
+    fc.boolean(),
+    async (steps, caps, evict) => {
+      const limits = caps.map((capacity, i) =>
+        defineLimit({ capacity, refillPerSecond: 0.001, name: `l${i}` }),
+      );
+      const smallest = Math.min(...caps);
+      const { clock, store, fleet, closeAll } = fleetOfLimits(3, limits, evict ? { maxKeys: 1 } : {});
+      const admittedFor = [0, 0];
+      const admittedBy = [0, 0, 0];
+      try {
+        for (const s of steps) {
+          if (s.cost > smallest) continue;
+          const d = await request(fleet[s.instance]!, `k${s.key}`, s.cost);
+          expect(d.tier).not.toBe('fallback');
+          expect(limits.map((l) => l.name)).toContain(d.name);
+          expect(d.limit).toBe(limits.find((l) => l.name === d.name)!.capacity);
+          if (d.allowed) {
+            admittedFor[s.key]! += s.cost;
+            admittedBy[s.instance]! += s.cost;
+          }
+          await settle();
+          clock.advance(s.advanceMs);
+        }
+      } finally {
+        await closeAll();
+      }
+      fleet.forEach((limiter, i) => {
+        const st = limiter.stats();
+        expect(admittedBy[i]! - st.tokensTaken + st.tokensRefunded + st.tokensUnreported).toBe(
+          st.tokensLeased,
+        );
+      });
+      for (const key of [0, 1]) {
+        expect(admittedFor[key]).toBeLessThanOrEqual(smallest);
+        for (const spec of limits) {
+          const { remaining } = await store.apply({ key: `k${key}`, limits: [spec] });
+          expect(remaining, `k${key}, ${spec.name}`).toBeLessThanOrEqual(spec.capacity - admittedFor[key]!);
+        }
       }
     },
   );

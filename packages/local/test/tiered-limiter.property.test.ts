@@ -8,6 +8,7 @@ import {
   manyKeysProperty,
   request,
   settle,
+  severalLimitsProperty,
 } from './lease-properties.js';
 
 describe('TieredLimiter lease accounting (fake clock, in-memory store)', () => {
@@ -21,6 +22,10 @@ describe('TieredLimiter lease accounting (fake clock, in-memory store)', () => {
 
   it('many keys, bursts, gaps past the TTL, evictions, restarts and a stale clock keep the bound per key', async () => {
     await fc.assert(manyKeysProperty(), { numRuns: 150 });
+  });
+
+  it('keys of two or three limits: every limit gets back what was not spent, once, and no more', async () => {
+    await fc.assert(severalLimitsProperty(), { numRuns: 100 });
   });
 });
 
