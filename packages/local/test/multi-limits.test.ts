@@ -3,7 +3,7 @@
  * has left, hand-backs reach every limit once, a decision's numbers are the limit it names, and
  * `setLimits` between one limit and two keeps all of that, on every limiter over a `MemoryStore`.
  */
-import { type Decision, defineLimit, type LimitSpec } from '@tiered-limiter/core';
+import { type Decision, defineLimit, type GlobalStore, type LimitSpec } from '@tiered-limiter/core';
 import {
   type AcquireResult,
   LocalLimiter,
@@ -36,6 +36,15 @@ async function request(limiter: TieredLimiter | RequestLimiter, key: string, cos
   const decision = fast ?? (await limiter.consume(key, cost));
   await settle();
   return decision;
+}
+
+/** A decision of any limiter, its hot path first. */
+async function decide(
+  limiter: LocalLimiter | RequestLimiter | TieredLimiter,
+  key: string,
+): Promise<Decision> {
+  if (limiter instanceof RequestLimiter) return limiter.consume(key);
+  return limiter.tryConsume(key) ?? (await limiter.consume(key));
 }
 
 /** Every number of `d` is the named limit's: its capacity, never more tokens than it holds. */
@@ -215,11 +224,11 @@ describe('a decision over two limits names the one that binds, with its numbers,
     return all;
   }
 
-  it('cost 1: the denial names `fast` and its 1 s; the peek after names the limit with fewer tokens', async () => {
+  it('cost 1: the denial names `fast`, its 1 s and its 0 tokens, though `slow` has 2', async () => {
     const clock = new FakeClock(1_000);
     for (const [kind, limiter] of Object.entries(limiters(clock))) {
       const ds: Decision[] = [];
-      for (let i = 0; i < 4; i++) ds.push(limiter.tryConsume?.('k') ?? (await limiter.consume('k')));
+      for (let i = 0; i < 4; i++) ds.push(await decide(limiter, 'k'));
       await settle();
       for (const d of ds) expectCoherent(d, [fast, slow]);
       expect(
@@ -230,6 +239,10 @@ describe('a decision over two limits names the one that binds, with its numbers,
       // A whole token's time, less what the sync lets a lease borrow.
       expect(ds[3]!.retryAfterMs, kind).toBeGreaterThan(900);
       expect(ds[3]!.retryAfterMs, kind).toBeLessThanOrEqual(1_000);
+      // A peek (cost 1, taking nothing) speaks of the same limit.
+      const look = await limiter.peek('k');
+      expectCoherent(look, [fast, slow]);
+      expect(look, kind).toMatchObject({ name: 'fast', remaining: 0 });
     }
   });
 });
@@ -322,7 +335,58 @@ describe('a limit looser than another in both capacity and rate is allowed: a pe
     open.push(limiter);
     expect(await limiter.penalty('k', 100)).toBe(true);
     await settle();
-    const denied = limiter.tryConsume?.('k') ?? (await (limiter as RequestLimiter).consume('k'));
+    const denied = await decide(limiter, 'k');
     expect(denied).toMatchObject({ allowed: false, name: 'wide', retryAfterMs: 5_100, remaining: 0 });
+  });
+});
+
+describe("the `local` failure policy's fallback keeps every limit, each divided among the instances", () => {
+  class Down implements GlobalStore {
+    apply(): Promise<never> {
+      return Promise.reject(new Error('connect ECONNREFUSED'));
+    }
+    reset(): Promise<never> {
+      return Promise.reject(new Error('connect ECONNREFUSED'));
+    }
+  }
+  // Per instance of 2: `c` 5 at 0.5/s, `d` 20 at 0.005/s (a token in 200 s).
+  const c = defineLimit({ capacity: 10, refillPerSecond: 1, name: 'c' });
+  const d = defineLimit({ capacity: 40, refillPerSecond: 0.01, name: 'd' });
+
+  it.each(['RequestLimiter', 'TieredLimiter'] as const)('%s', async (kind) => {
+    const clock = new FakeClock(1_000);
+    const options = {
+      store: new Down(),
+      limits: [c, d],
+      clock,
+      failurePolicy: 'local' as const,
+      fallback: { instances: 2 },
+      breaker: false as const,
+    };
+    const limiter =
+      kind === 'RequestLimiter'
+        ? new RequestLimiter(options)
+        : new TieredLimiter({ ...options, sync: false, instances: 2 });
+    open.push(limiter);
+    const local = limiter.fallbackLimits!;
+    expect(local.map((l) => [l.name, l.capacity, l.refillPerSecond])).toEqual([
+      ['c', 5, 0.5],
+      ['d', 20, 0.005],
+    ]);
+    let admitted = 0;
+    let last: Decision | undefined;
+    // 2 s a step: one token of `c` each, until `d`'s 20 are gone.
+    for (let i = 0; i < 30; i++) {
+      for (let j = 0; j < 6; j++) {
+        last = await limiter.consume('k');
+        expect(last).toMatchObject({ tier: 'fallback', policy: 'local' });
+        expectCoherent(last, local);
+        if (last.allowed) admitted++;
+      }
+      clock.advance(2_000);
+    }
+    expect(admitted).toBe(20);
+    expect(last).toMatchObject({ allowed: false, name: 'd', remaining: 0 });
+    expect(last!.retryAfterMs).toBeGreaterThan(100_000);
   });
 });
