@@ -103,7 +103,7 @@ describe('observeLimiter and instrumentStore', () => {
     ).find((p) => p.attributes[ATTRIBUTES.errorType] !== undefined)!;
     expect(failed.attributes).toMatchObject({
       [ATTRIBUTES.operation]: 'take',
-      [ATTRIBUTES.errorType]: 'ERR_TL_STORE',
+      [ATTRIBUTES.errorType]: 'ERR_TL_STORE_REPLY',
     });
     expect(failed.value.count).toBe(1);
 

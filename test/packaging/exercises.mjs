@@ -248,6 +248,7 @@ export const exercises = {
     ConfigError: errorCase('ConfigError', ['timeoutMs', -1, 'an integer'], 'ERR_TL_CONFIG'),
     CostExceedsCapacityError: errorCase('CostExceedsCapacityError', [5, 2], 'ERR_TL_COST_EXCEEDS_CAPACITY'),
     StoreError: errorCase('StoreError', ['down'], 'ERR_TL_STORE'),
+    StoreReplyError: errorCase('StoreReplyError', ['OOM', 'refused'], 'ERR_TL_STORE_REPLY'),
     StoreTimeoutError: errorCase('StoreTimeoutError', [20], 'ERR_TL_STORE_TIMEOUT'),
     CircuitOpenError: errorCase('CircuitOpenError', [], 'ERR_TL_CIRCUIT_OPEN'),
     StoreWithdrawnError: errorCase('StoreWithdrawnError', [], 'ERR_TL_STORE_WITHDRAWN'),

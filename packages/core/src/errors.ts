@@ -75,6 +75,25 @@ export class StoreError extends TieredLimiterError {
 }
 
 /**
+ * The store answered, but with an error of its own instead of a reply: Redis refused the call
+ * (`OOM` over `maxmemory` under `noeviction`, `NOPERM` from an ACL, `BUSY` behind another
+ * client's long script, `LOADING` after a restart, `MISCONF` after a failed save, `READONLY` on a
+ * demoted master, `WRONGTYPE` on a key that is not a bucket). `reply` is the error's first word,
+ * for programs to tell them apart; `cause` is the client's error. The server is up: the limiter
+ * decides by its failure policy until what `reply` names is fixed, and then uses the store again
+ * by itself. Reported, never thrown.
+ */
+export class StoreReplyError extends StoreError {
+  /** The first word of the store's error, e.g. `OOM`, `NOPERM`, `BUSY`, `LOADING`, `MISCONF`, `ERR`. */
+  readonly reply: string;
+
+  constructor(reply: string, message: string, options?: { cause?: unknown }) {
+    super(message, { cause: options?.cause, code: 'ERR_TL_STORE_REPLY' });
+    this.reply = reply;
+  }
+}
+
+/**
  * The store did not answer within the limiter's `timeoutMs`. Reported, never thrown. When this
  * process's event loop ran the timeout's timer late (`loopLateMs` above 0), the process itself
  * stalled while it waited (a busy loop, a long garbage collection, a starved CPU): the answer may

@@ -10,6 +10,7 @@ export {
   ConfigError,
   CostExceedsCapacityError,
   StoreError,
+  StoreReplyError,
   StoreTimeoutError,
   StoreWithdrawnError,
   TieredLimiterError,

@@ -6,6 +6,7 @@ import {
   CostExceedsCapacityError,
   internal,
   StoreError,
+  StoreReplyError,
   StoreTimeoutError,
   TieredLimiterError,
 } from '@tiered-limiter/core';
@@ -21,6 +22,7 @@ describe('error classes', () => {
     [new ArgumentError('key', 1, 'a string'), 'ArgumentError', 'ERR_TL_ARGUMENT'],
     [new CostExceedsCapacityError(11, 10), 'CostExceedsCapacityError', 'ERR_TL_COST_EXCEEDS_CAPACITY'],
     [new StoreError('down', { cause }), 'StoreError', 'ERR_TL_STORE'],
+    [new StoreReplyError('OOM', 'refused', { cause }), 'StoreReplyError', 'ERR_TL_STORE_REPLY'],
     [new StoreTimeoutError(20), 'StoreTimeoutError', 'ERR_TL_STORE_TIMEOUT'],
     [new CircuitOpenError(cause), 'CircuitOpenError', 'ERR_TL_CIRCUIT_OPEN'],
     [new ClosedError('TieredLimiter'), 'ClosedError', 'ERR_TL_CLOSED'],
@@ -43,6 +45,9 @@ describe('error classes', () => {
   it('places the subclasses under the right parents', () => {
     expect(new CostExceedsCapacityError(2, 1)).toBeInstanceOf(ArgumentError);
     expect(new StoreTimeoutError(5)).toBeInstanceOf(StoreError);
+    expect(new StoreReplyError('OOM', 'refused')).toBeInstanceOf(StoreError);
+    expect(new StoreReplyError('OOM', 'refused', { cause }).cause).toBe(cause);
+    expect(new StoreReplyError('OOM', 'refused').reply).toBe('OOM');
     expect(new CircuitOpenError()).toBeInstanceOf(StoreError);
     expect(new ConfigError('a', 1, 'b')).not.toBeInstanceOf(ArgumentError);
   });

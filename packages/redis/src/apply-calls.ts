@@ -1,4 +1,4 @@
-import { type BucketOp, type BucketReply, StoreError } from '@tiered-limiter/core';
+import { type BucketOp, type BucketReply, StoreError, StoreReplyError } from '@tiered-limiter/core';
 import { byNode } from './by-node.js';
 import { asError, type RedisClientAdapter } from './client/adapter.js';
 import type { Pending } from './coalescer.js';
@@ -10,6 +10,15 @@ export type StoreOp = Pending<BucketOp, BucketReply> & Pick<EncodableOp, 'heartb
 
 /** Errors with which Redis refuses a call without running it: the slot is elsewhere or moving. */
 const REDIRECTED = /^(MOVED|ASK|TRYAGAIN) /;
+
+/** The error with which the script refuses a key whose value is not a bucket (`WRONGTYPE`). */
+const KEY_REFUSED = /^WRONGTYPE /;
+
+/**
+ * An error Redis answered: its first word is an upper-case code (`OOM`, `NOPERM`, `BUSY`, `LOADING`,
+ * `MISCONF`, `ERR` …). A client's own errors (a closed connection, no offline queue) never start so.
+ */
+const REPLY_CODE = /^([A-Z][A-Z0-9_]+)(?: |$)/;
 
 /**
  * The coalescer's sender for a `RedisStore`: sends a flush's batches as `apply.lua` calls on
@@ -52,8 +61,36 @@ export function applySender(
             .then((r) => repliesOf(r)[0])
             .catch(asError);
         }
+        if (reply instanceof Error && KEY_REFUSED.test(reply.message)) return sendByKey(batch, reply);
         if (reply instanceof Error) rejectAll([batch], failure('apply', reply));
         else settle(batch, reply);
+      }),
+    );
+  }
+
+  /**
+   * A call the script refused for one of its keys (`WRONGTYPE`: a value that is not a bucket) failed
+   * every op it carried, and one such key in a busy limiter's calls failed the ops of other keys
+   * beside it and opened the breaker for all of them. The script reads every key before it writes
+   * any bucket, so those ops ran nothing (a heartbeat before the key may have renewed its
+   * registration, which a second time only renews again): each key's ops go once more as a call
+   * of their own, in order, and only the refused key's fail.
+   */
+  async function sendByKey(batch: readonly StoreOp[], refusal: Error): Promise<void> {
+    const groups = byUserKey(batch);
+    if (groups.length === 1) {
+      rejectAll([batch], failure('apply', refusal));
+      return;
+    }
+    countCalls(groups.length);
+    await Promise.all(
+      groups.map(async (group) => {
+        const reply = await Promise.resolve()
+          .then(() => call([group]))
+          .then((r) => repliesOf(r)[0])
+          .catch(asError);
+        if (reply instanceof Error) rejectAll([group], failure('apply', reply));
+        else settle(group, reply);
       }),
     );
   }
@@ -76,6 +113,18 @@ export function applySender(
     countCalls(parts.length - 1);
     return Promise.all(parts.map(sendPart)).then(() => undefined);
   };
+}
+
+/** `batch`'s ops by user key, each key's in their order; a heartbeat entry alone. */
+function byUserKey(batch: readonly StoreOp[]): StoreOp[][] {
+  const groups = new Map<unknown, StoreOp[]>();
+  for (const pending of batch) {
+    const key = pending.heartbeat === undefined ? pending.op.key : pending;
+    const group = groups.get(key);
+    if (group === undefined) groups.set(key, [pending]);
+    else group.push(pending);
+  }
+  return [...groups.values()];
 }
 
 function rejectAll(batches: readonly (readonly StoreOp[])[], error: StoreError): void {
@@ -104,8 +153,16 @@ function repliesOf(results: unknown): unknown[] {
   return results;
 }
 
+/**
+ * The `StoreError` of a failed call: a `StoreReplyError` naming the code when Redis answered with
+ * an error, so that a `failure` listener tells a full server (`OOM`) or a refused ACL (`NOPERM`)
+ * from one that did not answer without reading the message.
+ */
 function failure(command: string, error: unknown): StoreError {
   if (error instanceof StoreError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  return new StoreError(`redis ${command} failed: ${message}`, { cause: error });
+  const message = `redis ${command} failed: ${error instanceof Error ? error.message : String(error)}`;
+  const reply = error instanceof Error ? REPLY_CODE.exec(error.message)?.[1] : undefined;
+  return reply === undefined
+    ? new StoreError(message, { cause: error })
+    : new StoreReplyError(reply, message, { cause: error });
 }
