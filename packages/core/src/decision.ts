@@ -55,7 +55,9 @@ export interface Decision {
 
 /**
  * An admitting decision. The object literal always has the same shape, so the hot path
- * stays monomorphic.
+ * stays monomorphic. `remaining` is held to 0 … the limit's capacity: a two-tier limiter adds its
+ * lease's tokens to the bucket's last-known remaining, and once the bucket forgot that lease (Redis
+ * evicted its key, another instance reset it) the sum ran past the limit (42 of 40).
  */
 export function allowDecision(
   remaining: number,
@@ -67,7 +69,7 @@ export function allowDecision(
 ): Decision {
   return {
     allowed: true,
-    remaining: remaining > 0 ? remaining : 0,
+    remaining: remaining > 0 ? (remaining < spec.capacity ? remaining : spec.capacity) : 0,
     retryAfterMs: 0,
     resetMs,
     limit: spec.capacity,

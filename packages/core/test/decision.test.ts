@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 const spec = (capacity: number) => defineLimit({ capacity, refillPerSecond: 1, name: 'l' });
 
 describe('Decision constructors', () => {
-  it('allowDecision admits with retryAfterMs 0 and never a negative remaining', () => {
+  it('allowDecision admits with retryAfterMs 0 and a remaining from 0 to the capacity', () => {
     expect(allowDecision(3, 250, spec(10), 'local')).toEqual({
       allowed: true,
       remaining: 3,
@@ -18,6 +18,8 @@ describe('Decision constructors', () => {
       shadowDenied: false,
     });
     expect(allowDecision(-2, 0, spec(10), 'lease').remaining).toBe(0);
+    // A lease's tokens on top of a bucket that forgot the lease (an evicted key): never past the limit.
+    expect(allowDecision(12, 0, spec(10), 'lease').remaining).toBe(10);
   });
 
   it('denyDecision raises retryAfterMs to a whole number of at least 1', () => {

@@ -35,3 +35,31 @@ describe('TieredLimiter.peek says what a request of cost 1 would get', () => {
     expect(seen.filter((s) => s === 'peek false / request true')).toEqual([]);
   });
 });
+
+describe('TieredLimiter never says more remains than the limit holds', () => {
+  it('when the bucket forgot the lease it holds (its key reset from elsewhere, or evicted by Redis)', async () => {
+    const clock = new FakeClock(1_000);
+    const store = new MemoryStore({ clock });
+    const limit = defineLimit({ capacity: 40, refillPerSecond: 0.001, name: 'slow' });
+    const limiter = new TieredLimiter({
+      store,
+      limits: limit,
+      failurePolicy: 'closed',
+      clock,
+      timeoutMs: 1_000,
+    });
+    open.push(limiter);
+    for (let i = 0; i < 3; i++) {
+      expect((limiter.tryConsume('k') ?? (await limiter.consume('k'))).allowed).toBe(true);
+      await settle();
+    }
+    expect(limiter.stats().tokensHeld).toBeGreaterThan(0);
+    // The store's bucket is full again, the lease forgotten; the limiter still holds its tokens.
+    await store.reset('k', [limit]);
+    const peeked = await limiter.peek('k');
+    const decided = limiter.tryConsume('k') ?? (await limiter.consume('k'));
+    // Before: the peek said 40 + the lease's tokens of a limit of 40.
+    expect(peeked.remaining).toBeLessThanOrEqual(limit.capacity);
+    expect(decided.remaining).toBeLessThanOrEqual(limit.capacity);
+  });
+});
