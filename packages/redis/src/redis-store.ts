@@ -36,7 +36,9 @@ const FLEET_OP: BucketOp = Object.freeze({ key: '', limits: [] });
  * single server and a Cluster, with ioredis, iovalkey or node-redis: the limits of one key share
  * a hash tag, a call carries the ops of one slot, and a Cluster master gets its slots' calls
  * together as one pipeline. A failed call rejects every op it carried with a `StoreError` whose
- * `cause` is the client's error; it is never resent.
+ * `cause` is the client's error (a `StoreReplyError` naming the code when Redis answered with an
+ * error: `OOM`, `NOPERM`, `BUSY` …); it is never resent, but for a call the script refused for one
+ * key's value (`WRONGTYPE`, before it wrote anything), whose other keys' ops go again alone.
  *
  * @example
  * import { Redis } from 'ioredis';
