@@ -15,6 +15,7 @@ import {
   findBinary,
   freePort,
   type KindClient,
+  msUntilStoreAnswers,
   RedisProcess,
   uniquePrefix,
   whenReady,
@@ -128,17 +129,6 @@ async function drive(limiter: TieredLimiter | RequestLimiter, keys: readonly str
     if (gapMs > 0) await new Promise((r) => setTimeout(r, gapMs));
   }
   return out;
-}
-
-/** Decides on fresh keys until Redis answers one again; how long that took, or Infinity past `withinMs` and more. */
-async function msUntilRedisAnswers(limiter: TieredLimiter | RequestLimiter, label: string, withinMs: number) {
-  const start = performance.now();
-  for (let i = 0; performance.now() - start < withinMs + 3000; i++) {
-    const d = await limiter.consume(`${label}-${i}`);
-    if (d.tier !== 'fallback') return performance.now() - start;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return Number.POSITIVE_INFINITY;
 }
 
 async function info(field: string): Promise<string> {
@@ -289,7 +279,7 @@ describe.each(Object.keys(REFUSALS))('Redis refuses the call: %s', (name) => {
         expect(open.length).toBeGreaterThan(0);
         for (const t of open) expect(s.failures).toContain(t.decision.error?.cause);
 
-        const backMs = await msUntilRedisAnswers(s.limiter, `${name}-back`, BACK_AFTER_LIFT_MS);
+        const backMs = await msUntilStoreAnswers(s.limiter, `${name}-back`, BACK_AFTER_LIFT_MS);
         expect(backMs).toBeLessThan(BACK_AFTER_LIFT_MS);
         expect(s.recovered).toHaveLength(1);
       },
@@ -352,7 +342,7 @@ describe('a restart that loads a large dataset (LOADING)', () => {
         expect(ms).toBeLessThan(LATENCY_BUDGET_MS);
       }
       // Back once loading ended: the client's reconnect and the breaker's cooldown, not Redis' estimate.
-      const backMs = await msUntilRedisAnswers(s.limiter, 'loaded', BACK_AFTER_LOADING_MS);
+      const backMs = await msUntilStoreAnswers(s.limiter, 'loaded', BACK_AFTER_LOADING_MS);
       expect(backMs).toBeLessThan(BACK_AFTER_LOADING_MS);
     },
   );

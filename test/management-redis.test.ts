@@ -1,10 +1,9 @@
 import { defineLimit } from '@tiered-limiter/core';
 import { RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
-import { RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
-import { uniquePrefix, whenReady } from '@tiered-limiter/test-harness';
-import type { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
-import { redisForFile } from './src/redis-for-file.js';
+import { RedisStore } from '@tiered-limiter/redis';
+import { uniquePrefix } from '@tiered-limiter/test-harness';
+import { describe, expect, it } from 'vitest';
+import { redisFileKit } from './src/redis-file-kit.js';
 
 // The management calls of both store-backed limiters on a real Redis, where the package tests
 // (packages/local/test: tiered-set-limits, tiered-penalty-lease, tiered-peek, peek-shadow) check them on a MemoryStore and fake time. Limits that refill one token per
@@ -12,19 +11,10 @@ import { redisForFile } from './src/redis-for-file.js';
 const FIVE = defineLimit({ capacity: 5, refillPerSecond: 0.001, name: 'five' });
 const HUNDRED = defineLimit({ capacity: 100, refillPerSecond: 0.001, name: 'hundred' });
 
-const server = redisForFile();
-const open: { close(): Promise<void> }[] = [];
-const clients: Redis[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((l) => l.close()));
-  for (const c of clients.splice(0)) c.disconnect();
-});
+const kit = redisFileKit();
 
 async function store() {
-  const redis = server.client({ ...recommendedRedisOptions });
-  clients.push(redis);
-  await whenReady(redis);
-  return new RedisStore({ redis, prefix: uniquePrefix('manage') });
+  return new RedisStore({ redis: await kit.redis(), prefix: uniquePrefix('manage') });
 }
 
 const common = { failurePolicy: 'closed' as const, timeoutMs: 1_000 };
@@ -43,7 +33,7 @@ async function admitted(limiter: TieredLimiter | RequestLimiter, key: string, n:
 describe('management calls on a real Redis', () => {
   it('setLimits to a renamed limit: a full bucket, though the old limit had denied', async () => {
     const tiered = new TieredLimiter({ ...common, store: await store(), limits: FIVE, sync: false });
-    open.push(tiered);
+    kit.track(tiered);
     expect(await admitted(tiered, 'k', 6)).toBe(5);
     tiered.setLimits(defineLimit({ capacity: 5, refillPerSecond: 0.001, name: 'renamed' }));
     expect(await admitted(tiered, 'k', 6)).toBe(5);
@@ -61,7 +51,7 @@ describe('management calls on a real Redis', () => {
       sync: false,
       lease: { minBatch: 20 },
     });
-    open.push(tiered);
+    kit.track(tiered);
     expect(await admitted(tiered, 'k', 1)).toBe(1);
     tiered.setLimits(defineLimit({ capacity: 100, refillPerSecond: 0.001, name: 'new' }));
     expect(await admitted(tiered, 'k', 150)).toBe(100);
@@ -76,7 +66,8 @@ describe('management calls on a real Redis', () => {
       sync: false,
       lease: { minBatch: 20 },
     });
-    open.push(request, tiered);
+    kit.track(request);
+    kit.track(tiered);
     for (const limiter of [request, tiered]) {
       expect(await admitted(limiter, 'k', 3)).toBe(3);
       expect(await limiter.penalty('k', 100)).toBe(true);
@@ -87,7 +78,7 @@ describe('management calls on a real Redis', () => {
   it('peek with the periodic sync allows what a request that may borrow would get', async () => {
     const ten = defineLimit({ capacity: 5, refillPerSecond: 10, name: 'ten' });
     const tiered = new TieredLimiter({ ...common, store: await store(), limits: ten, instances: 200 });
-    open.push(tiered);
+    kit.track(tiered);
     const mismatches: number[] = [];
     for (let i = 0; i < 12; i++) {
       const peeked = await tiered.peek('k');
@@ -99,7 +90,7 @@ describe('management calls on a real Redis', () => {
 
   it('peek in shadow mode admits, as a request would', async () => {
     const request = new RequestLimiter({ ...common, store: await store(), limits: FIVE, shadow: true });
-    open.push(request);
+    kit.track(request);
     await admitted(request, 'k', 6);
     expect(await request.peek('k')).toMatchObject({ allowed: true, shadowDenied: true });
   });
@@ -115,7 +106,7 @@ describe('management calls on a real Redis', () => {
         limits: FIVE,
         rememberDenials: true,
       });
-      open.push(request);
+      kit.track(request);
       expect(await admitted(request, 'k', 5)).toBe(5);
       const pending = request.consume('k');
       const done = call === 'reset' ? request.reset('k') : request.reward('k', 1);
@@ -132,7 +123,7 @@ describe('management calls on a real Redis', () => {
     for (const sync of [{}, { sync: false as const }]) {
       const redis = await store();
       const tiered = new TieredLimiter({ ...common, store: redis, limits: FIVE, ...sync });
-      open.push(tiered);
+      kit.track(tiered);
       expect(await admitted(tiered, 'k', 1)).toBe(1);
       // Another instance spends the rest: this one holds no denial (with the sync, a lease that
       // emptied the bucket here would wait for the next sync, asking nothing).

@@ -4,29 +4,19 @@
 // keys it was taken from. Limits that refill one token per 1,000 s keep every count exact in real time.
 import { defineLimit, type LimitSpec } from '@tiered-limiter/core';
 import { TieredLimiter, type TieredLimiterOptions } from '@tiered-limiter/local';
-import { RedisStore, recommendedRedisOptions } from '@tiered-limiter/redis';
-import { uniquePrefix, whenReady } from '@tiered-limiter/test-harness';
-import type { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
-import { redisForFile } from './src/redis-for-file.js';
+import { RedisStore } from '@tiered-limiter/redis';
+import { uniquePrefix } from '@tiered-limiter/test-harness';
+import { describe, expect, it } from 'vitest';
+import { redisFileKit } from './src/redis-file-kit.js';
 
 const SLOW = 0.001;
 const A = defineLimit({ capacity: 100, refillPerSecond: SLOW, name: 'a' });
 const B = defineLimit({ capacity: 10, refillPerSecond: SLOW, name: 'b' });
 
-const server = redisForFile();
-const open: { close(): Promise<void> }[] = [];
-const clients: Redis[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((l) => l.close()));
-  for (const c of clients.splice(0)) c.disconnect();
-});
+const kit = redisFileKit();
 
 async function store() {
-  const redis = server.client({ ...recommendedRedisOptions });
-  clients.push(redis);
-  await whenReady(redis);
-  return new RedisStore({ redis, prefix: uniquePrefix('multi') });
+  return new RedisStore({ redis: await kit.redis(), prefix: uniquePrefix('multi') });
 }
 
 /** Whole tokens each of `limits` holds for `key`, one limit per peek, taking nothing. */
@@ -69,7 +59,7 @@ describe.each([
       ...mode,
       ...extra,
     });
-    open.push(limiter);
+    kit.track(limiter);
     return limiter;
   }
 

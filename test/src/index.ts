@@ -56,6 +56,7 @@ export { ProcessReports } from './process-reports.js';
 export type { RedisProcessOptions } from './processes.js';
 export { findBinary, freePort, LOOPBACK, portIsFree, RedisProcess } from './processes.js';
 export { sleepAtLeast, sleepUntil, stopwatch, waitUntil } from './real-time.js';
+export { msUntilStoreAnswers, type StoreBackedLimiter } from './redis-answers.js';
 export type { ClusterNode, ClusterStartOptions, RedisCluster } from './redis-cluster.js';
 export { replicaInSync, startCluster } from './redis-cluster.js';
 export type { Address, RedisSentinel, SentinelStartOptions } from './redis-sentinel.js';

@@ -96,6 +96,16 @@ local function heartbeat(key, instance, ttl_ms)
   return call('ZCARD', key)
 end
 
+-- A short take's reply after `base`, as the header's Reply says: remaining + 1 and resetMs when
+-- admitted, -remaining, retryAfterMs and resetMs when not.
+local function short_reply(base, ok, w, retry, full)
+  if ok == 1 then
+    reply[base + 1], reply[base + 2] = w + 1, full
+  else
+    reply[base + 1], reply[base + 2], reply[base + 3] = -w, retry, full
+  end
+end
+
 -- A take on one limit of a key with nothing on lease: the general entry below with every branch
 -- that cannot run left out (the reply and state are the same to the bit; a property test holds
 -- them equal). Most entries are this one (every RequestLimiter decision, a two-tier limiter's
@@ -133,11 +143,7 @@ local function plain_take(st, cap, rate, need, ahead_ms, short)
   local w = floor(t + EPSILON)
   if not (w > 0) then w = 0 end
   if short then
-    if ok == 1 then
-      reply[base + 1], reply[base + 2] = w + 1, full
-    else
-      reply[base + 1], reply[base + 2], reply[base + 3] = -w, retry, full
-    end
+    short_reply(base, ok, w, retry, full)
     return
   end
   reply[base + 1] = ok
@@ -312,11 +318,7 @@ for e = 1, args[1] do
       apply_entry(set, 1, true)
       local ok, w, retry, full = reply[base + 1], reply[base + 4], reply[base + 5], reply[base + 6]
       for j = base + 7, base + 1, -1 do reply[j] = nil end
-      if ok == 1 then
-        reply[base + 1], reply[base + 2] = w + 1, full
-      else
-        reply[base + 1], reply[base + 2], reply[base + 3] = -w, retry, full
-      end
+      short_reply(base, ok, w, retry, full)
     end
   else
     local set = sets[set_index]
