@@ -9,12 +9,15 @@ import type { RedisClientAdapter, ScriptCall } from '../src/index.js';
 import { RedisStore } from '../src/index.js';
 
 const limits = [defineLimit({ capacity: 10, refillPerSecond: 1, name: 'x' })];
-const ENTRY_REPLY = [1, 1, 0, 9, 0, 100, 0];
+// A take of 1 on one limit is answered short (apply.lua's header): admitted, 9 left (+1), full in
+// 100 ms. A heartbeat in 7 integers: 1, the live count (1), five zeros.
+const TAKE_REPLY = [10, 100];
+const HEARTBEAT_REPLY = [1, 1, 0, 0, 0, 0, 0];
 
 /** The keys a script call carries (after `numkeys`). */
 const keysOf = (call: ScriptCall): string[] => call.slice(1, 1 + Number(call[0])).map(String);
 
-/** A single-server adapter that answers `refuse(call)` when it gives an error, else a granted take per entry. */
+/** A single-server adapter that answers `refuse(call)` when it gives an error, else a granted take (or heartbeat) per entry. */
 function scriptedAdapter(refuse: (call: ScriptCall) => Error | undefined) {
   const sent: string[][] = [];
   const adapter: RedisClientAdapter = {
@@ -26,8 +29,8 @@ function scriptedAdapter(refuse: (call: ScriptCall) => Error | undefined) {
         sent.push(keysOf(call));
         const refusal = refuse(call);
         if (refusal !== undefined) return refusal;
-        const entries = (JSON.parse(String(call[1 + Number(call[0])])) as number[])[0]!;
-        return Array.from({ length: entries }, () => ENTRY_REPLY).flat();
+        // One key an entry here (one limit, or the fleet's set).
+        return keysOf(call).flatMap((key) => (key.includes('%fleet') ? HEARTBEAT_REPLY : TAKE_REPLY));
       }),
   };
   return { adapter, sent };
