@@ -13,16 +13,19 @@ import fc from 'fast-check';
 import { expect, vi } from 'vitest';
 import { DelayedStore, type Take } from './delayed-store.js';
 import { type FuzzBound, worstFuzzWindow } from './fuzz-bound.js';
-import { type FuzzEvent, fuzzEvent } from './fuzz-events.js';
+import { type FuzzEvent, fuzzEvent, weightedFuzzEvent } from './fuzz-events.js';
 import { type FuzzSetup, fuzzSetup, spacingFor } from './fuzz-setup.js';
 import { settle } from './lease-properties.js';
 
-/** The property: any fleet, schedule and travel keeps every key's every window within its bound. */
-export function accuracyFuzzProperty(maxEvents = 40) {
+/**
+ * The property: any fleet, schedule and travel keeps every key's every window within its bound.
+ * `weighted` draws costs up to the smallest capacity (`weightedFuzzEvent`), not 1 to 3.
+ */
+export function accuracyFuzzProperty(maxEvents = 40, weighted = false) {
   return fc.asyncProperty(
     fuzzSetup,
-    fc.array(fuzzEvent, { minLength: 1, maxLength: maxEvents, size: 'max' }),
-    runFuzz,
+    fc.array(weighted ? weightedFuzzEvent : fuzzEvent, { minLength: 1, maxLength: maxEvents, size: 'max' }),
+    (s, events) => runFuzz(s, events, weighted),
   );
 }
 
@@ -46,8 +49,8 @@ export function fuzzCoverage(): Record<string, number> {
 }
 
 /** Plays `events` on a fleet made by `s`, then checks the bound; fake timers on for the run only. */
-export function runFuzz(s: FuzzSetup, events: readonly FuzzEvent[]): Promise<void> {
-  return onFakeTime(() => play(s, events));
+export function runFuzz(s: FuzzSetup, events: readonly FuzzEvent[], weighted = false): Promise<void> {
+  return onFakeTime(() => play(s, events, weighted));
 }
 
 /** Runs `run` with timers and `performance` faked, and real ones again after it, whatever happens. */
@@ -60,7 +63,7 @@ export async function onFakeTime(run: () => Promise<void>): Promise<void> {
   }
 }
 
-async function play(s: FuzzSetup, events: readonly FuzzEvent[]): Promise<void> {
+async function play(s: FuzzSetup, events: readonly FuzzEvent[], weighted: boolean): Promise<void> {
   // The true time: the fake timers' clock, or past it while the event loop is stalled (timers due
   // meanwhile fire late, at the stall's end).
   let stalledUntil = 0;
@@ -81,7 +84,8 @@ async function play(s: FuzzSetup, events: readonly FuzzEvent[]): Promise<void> {
   const specs: (LimitSpec | LimitSpec[])[] = s.pair
     ? [limitsOf.slice(0, s.several), limitsOf.slice(s.several)]
     : limitsOf;
-  const costMax = Math.min(3, ...s.limits.map((l) => l.capacity));
+  // Both limit sets are in force in turn (setLimits): a cost must fit the smallest capacity of either.
+  const costMax = Math.min(weighted ? Number.POSITIVE_INFINITY : 3, ...s.limits.map((l) => l.capacity));
   const spacingMs = s.optimistic ? spacingFor(s) : 0;
   let made = 0;
   let inForce = 0;
@@ -101,8 +105,12 @@ async function play(s: FuzzSetup, events: readonly FuzzEvent[]): Promise<void> {
         : { sync: { fleetCallsPerSecond: s.sync } }),
       ...(s.optimistic ? { coldStart: { mode: 'optimistic', credit: s.credit, spacingMs } } : {}),
     };
-    return new TieredLimiter(options);
+    const limiter = new TieredLimiter(options);
+    everyLimiter.push(limiter);
+    return limiter;
   };
+  // Every instance made, closed ones too: what each admitted on credit counts at the end.
+  const everyLimiter: TieredLimiter[] = [];
   const fleet = Array.from({ length: s.size }, make);
   const closing: Promise<void>[] = [];
   const pending: Promise<unknown>[] = [];
@@ -219,6 +227,15 @@ async function play(s: FuzzSetup, events: readonly FuzzEvent[]): Promise<void> {
   expect(store.mismatches).toEqual([]);
   expect(fallbacks).toEqual([]);
   atTheStore(admitted, store.takes);
+  // Nothing counted twice: every token admitted came once from the store (a take's, or a grant's
+  // not handed back) or from optimistic credit. A token spent twice from a lease, or spent and
+  // handed back too, would admit more than that. (Less is a lease a reset forgot, never spent.)
+  let optimistic = 0;
+  for (const l of everyLimiter) optimistic += l.stats().tokensOptimistic;
+  const admittedTokens = admitted.reduce((sum, a) => sum + a.cost, 0);
+  expect(admittedTokens, JSON.stringify({ given: store.given, optimistic })).toBeLessThanOrEqual(
+    store.given + optimistic,
+  );
   if (s.sync === false) expect(store.maxAheadMs).toBe(0);
   else expect(store.maxAheadMs).toBeLessThanOrEqual(5000);
   // Each limit of a key is a bucket of its own; one switched by setLimits is one bucket whose bound

@@ -68,6 +68,8 @@ export class DelayedStore implements GlobalStore {
   readonly mismatches: unknown[] = [];
   /** The most refill any take or lease asked to borrow: the bound's `T`. */
   maxAheadMs = 0;
+  /** Tokens the store gave out, net: granted to takes and leases, less those handed back. */
+  given = 0;
   readonly #inner: MemoryStore;
   readonly #clock: Clock;
   readonly #travel: Travel;
@@ -95,6 +97,8 @@ export class DelayedStore implements GlobalStore {
         // spec (as Redis's TTL does), where the shadow keeps it for the next op's. The shadow then
         // holds no more than the store, so a reset's addition read from it is never short.
         this.#specs.add(JSON.stringify(op.limits));
+        this.given += reply.granted;
+        if (op.reports !== undefined) for (const r of op.reports) this.given -= r.returned;
         if (this.#specs.size === 1 && JSON.stringify(reply) !== JSON.stringify(shadowReply))
           this.mismatches.push({ op, reply, shadowReply });
         if (op.take === undefined || !reply.ok) return reply;

@@ -49,16 +49,32 @@ const kind = fc.oneof(
   { weight: 1, arbitrary: fc.constant('restart' as const) },
 );
 
-/** Any step; bursts and waits most often. */
-export const fuzzEvent: fc.Arbitrary<FuzzEvent> = fc.record({
-  kind,
-  instance: fc.integer({ min: 0, max: 3 }),
-  key: fc.integer({ min: 0, max: 2 }),
-  cost: fc.oneof(
-    { weight: 3, arbitrary: fc.constant(1) },
-    { weight: 1, arbitrary: fc.integer({ min: 2, max: 3 }) },
+/** Any step with its cost drawn by `cost`; bursts and waits most often. */
+function fuzzEventOf(cost: fc.Arbitrary<number>): fc.Arbitrary<FuzzEvent> {
+  return fc.record({
+    kind,
+    instance: fc.integer({ min: 0, max: 3 }),
+    key: fc.integer({ min: 0, max: 2 }),
+    cost,
+    n: fc.oneof(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 6, max: 60 })),
+    ms,
+    all: fc.boolean(),
+  });
+}
+
+/** Any step; costs of 1 most often, else 2 or 3. */
+export const fuzzEvent: fc.Arbitrary<FuzzEvent> = fuzzEventOf(
+  fc.oneof({ weight: 3, arbitrary: fc.constant(1) }, { weight: 1, arbitrary: fc.integer({ min: 2, max: 3 }) }),
+);
+
+/**
+ * Any step of weighted traffic: costs of 1, a few tokens, or large ones that the run cuts down to
+ * the smallest capacity (a cost equal to the capacity is then common), mixed on the same keys.
+ */
+export const weightedFuzzEvent: fc.Arbitrary<FuzzEvent> = fuzzEventOf(
+  fc.oneof(
+    { weight: 2, arbitrary: fc.constant(1) },
+    { weight: 2, arbitrary: fc.integer({ min: 2, max: 12 }) },
+    { weight: 1, arbitrary: fc.integer({ min: 13, max: 80 }) },
   ),
-  n: fc.oneof(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 6, max: 60 })),
-  ms,
-  all: fc.boolean(),
-});
+);
