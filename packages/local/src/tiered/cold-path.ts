@@ -80,6 +80,7 @@ export class ColdPath {
       if (now >= lease.deniedUntilMs) return undefined;
     }
     lease.asked += cost;
+    lease.requests++;
     return this.#parts.store.count(rememberedDenial(lease, cost, now, this.#timing.aheadMs, 'lease'));
   }
 
@@ -116,7 +117,7 @@ export class ColdPath {
       if (lease === undefined && this.#refiller.batching.policy.minBatch === 1) {
         const seenAtMs = this.#sightings.take(key, clock.now());
         if (seenAtMs === undefined) return await this.#firstHit(key, cost);
-        lease = this.#leaseSince(key, seenAtMs);
+        lease = this.#leaseSince(key, seenAtMs, cost);
       }
       lease ??= this.#parts.leaseFor(key);
       if (lease.firstCost === 0) lease.firstCost = cost;
@@ -139,6 +140,7 @@ export class ColdPath {
         }
         if (now < lease.deniedUntilMs) {
           lease.asked += cost;
+          lease.requests++;
           return store.count(rememberedDenial(lease, cost, now, this.#timing.aheadMs, tier));
         }
         if (attempt === MAX_ATTEMPTS) {
@@ -158,6 +160,7 @@ export class ColdPath {
         if (lease.taken >= cost) {
           lease.taken -= cost;
           lease.asked += cost;
+          lease.requests++;
           return store.count(decisionOf(result.value, this.#parts.limits(), 'global'));
         }
         // A sync that asked nothing (a quiet key's hand-back) answers whether a token would pass,
@@ -185,7 +188,7 @@ export class ColdPath {
       // A request on the key, or a sync round, made its lease while this one was out: it learns for itself.
       if (leases.peek(key) !== undefined) return undefined;
       const seenAtMs = this.#sightings.take(key, this.#parts.clock.now());
-      return seenAtMs === undefined ? undefined : this.#leaseSince(key, seenAtMs);
+      return seenAtMs === undefined ? undefined : this.#leaseSince(key, seenAtMs, cost);
     });
     if (!result.ok) return store.byPolicy(key, cost, result.error);
     return store.count(decisionOf(result.value, limits, 'global'));
@@ -226,13 +229,15 @@ export class ColdPath {
 
   /**
    * The lease of `key`, first seen at `seenAtMs`: its demand counts from then, the first hit as
-   * one request, as if the lease had been made at the first hit.
+   * one request of `cost` (the mark keeps no cost: a hit's own is the best guess, else 1), as if
+   * the lease had been made at the first hit.
    */
-  #leaseSince(key: string, seenAtMs: number): Lease {
+  #leaseSince(key: string, seenAtMs: number, cost = 1): Lease {
     const lease = this.#parts.leaseFor(key);
     if (lease.firstCost !== 0) return lease;
-    lease.asked = 1;
-    lease.firstCost = 1;
+    lease.asked = cost;
+    lease.requests = 1;
+    lease.firstCost = cost;
     lease.lastRefillAtMs = seenAtMs;
     lease.syncedAtMs = seenAtMs;
     return lease;
@@ -258,11 +263,12 @@ export class ColdPath {
     // behind, the mark outlived the key's lease and counted it as seen once (39,026 such marks
     // after a pass over 100,000 new keys at 64 in flight).
     const seenAtMs = this.#sightings.take(key, now);
-    const lease = seenAtMs === undefined ? this.#parts.leaseFor(key) : this.#leaseSince(key, seenAtMs);
+    const lease = seenAtMs === undefined ? this.#parts.leaseFor(key) : this.#leaseSince(key, seenAtMs, cost);
     lease.claimedAtMs = now;
     if (lease.firstCost === 0) lease.firstCost = cost;
     lease.debt += cost;
     lease.asked += cost;
+    lease.requests++;
     this.#charges.add(lease);
     this.#counters.tokensOptimistic += cost;
     const spec = lease.limit;

@@ -27,13 +27,24 @@ export function needed(expected: number): number {
 }
 
 /**
+ * Tokens `lease`'s key needs over `ms` at its rate: `needed` of its requests, each of the key's
+ * mean cost. Counted in tokens as if each were a request, a key asking 10 tokens a second in
+ * requests of 10 was leased 4 tokens, which no request of it could spend (each then cost a
+ * refill and the sync a lease: two store ops a request, where a take is one).
+ */
+export function neededTokens(lease: Lease, ms: number): number {
+  const cost = lease.meanCost;
+  return Math.ceil(cost * needed((lease.rate * ms) / cost));
+}
+
+/**
  * Whether `lease` holds, in grants that last until `untilMs`, what its key needs over a grant's
- * life of `ttlMs` (`needed`).
+ * life of `ttlMs` (`neededTokens`).
  */
 export function covers(lease: Lease, untilMs: number, ttlMs: number): boolean {
   let lasting = 0;
   for (const grant of lease.grants) if (grant.expiresAtMs >= untilMs) lasting += grant.left;
-  return lasting > 0 && lasting >= needed(lease.rate * ttlMs);
+  return lasting > 0 && lasting >= neededTokens(lease, ttlMs);
 }
 
 /**
@@ -52,7 +63,8 @@ export function leaseWant(
   leasing: boolean,
   spans: number,
 ): number {
-  const expected = lease.rate * timing.ttlMs;
+  // Requests, not tokens: the threshold and the spread are a count of requests (of the mean cost).
+  const expected = (lease.rate * timing.ttlMs) / lease.meanCost;
   // A key already leasing (or synced lately) keeps its lease down to half the demand it needed
   // to get one: a rate near the threshold, measured over a few periods, would otherwise flap
   // in and out of leases.
@@ -62,7 +74,7 @@ export function leaseWant(
   // 10 keys of 400 at 400/s: 6 each), every instance asked for all of it, the bucket ran dry
   // and the refills went from 11 to 63 a second.
   const lifeMs = spansLifeMs(spans, timing);
-  const need = needed(lease.rate * lifeMs);
+  const need = neededTokens(lease, lifeMs);
   // Tokens that outlive the next sync already cover part of the next period. A quiet key's
   // grant must hold what it needs at the sync between on its own (`covers`): older grants
   // are spent first and only help it do so.

@@ -81,6 +81,8 @@ export class Lease {
    * and stop asking for its share.
    */
   asked = 0;
+  /** Requests counted in `asked`: with it, what a request of the key costs on average (`meanCost`). */
+  requests = 0;
   /**
    * Tokens the key's first request here asked: it starts the clock on the key's demand and says
    * nothing of a rate, so the first estimate leaves it out.
@@ -92,6 +94,13 @@ export class Lease {
   lastRefillAtMs: number;
   /** `asked` at the last periodic sync. */
   askedAtSync = 0;
+  /** `requests` at the last periodic sync. */
+  requestsAtSync = 0;
+  /**
+   * Tokens a request of the key asked for on average over the last sync period that had one (1
+   * until then): the sync sizes leases in requests of this cost, not in single tokens.
+   */
+  meanCost = 1;
   /** When the last periodic sync was sent. */
   syncedAtMs: number;
   /** Tokens per ms this instance asks for the key: its mean over the first periods, then an EWMA. */
@@ -265,6 +274,7 @@ export function spend(lease: Lease, cost: number): boolean {
   }
   lease.tokens -= cost;
   lease.asked += cost;
+  lease.requests++;
   nextHead(lease);
   return true;
 }

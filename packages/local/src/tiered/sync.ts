@@ -142,6 +142,10 @@ export class Syncer {
     } else {
       lease.rate = RATE_WEIGHT * this.#sample(lease, nowMs) + (1 - RATE_WEIGHT) * lease.rate;
     }
+    // What a request costs, over the period: a lease is sized in requests of that cost.
+    const requests = lease.requests - lease.requestsAtSync;
+    if (requests > 0) lease.meanCost = Math.max(1, (lease.asked - lease.askedAtSync) / requests);
+    lease.requestsAtSync = lease.requests;
     lease.askedAtSync = lease.asked;
     lease.syncedAtMs = nowMs;
     const quiet = this.#quiet(lease, nowMs);
@@ -235,7 +239,7 @@ export class Syncer {
   keeps(lease: Lease, nowMs: number): boolean {
     if (lease.tokens > 0 || lease.grants.length > 0) return true;
     const threshold = this.#rated(lease, nowMs) ? MIN_EXPECTED / 2 : MIN_EXPECTED;
-    return this.#demand(lease, nowMs) * this.#config.timing.ttlMs >= threshold;
+    return (this.#demand(lease, nowMs) * this.#config.timing.ttlMs) / lease.meanCost >= threshold;
   }
 
   /** The period, the lease's lifetime and the store's hold follow the fleet size and how long rounds take. */

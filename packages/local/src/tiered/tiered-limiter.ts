@@ -135,6 +135,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       grant.spent += cost;
       lease.tokens -= cost;
       lease.asked += cost;
+      lease.requests++;
       if (grant.left === 0) nextHead(lease);
       return this.#admitted(lease, now);
     }
