@@ -52,12 +52,18 @@ describe.each(ADAPTERS)('weighted requests: $name', (adapter) => {
     // All 6 gone: a cost of 6 waits 6 s, a cost of 1 one.
     expect((await request(`${url}/items`, costed(2))).status).toBe(200);
     const full = await request(`${url}/items`, costed(6));
-    expect([full.status, full.headers['retry-after'], full.headers.ratelimit]).toEqual([429, '6', '"api";r=0;t=1']);
+    expect([full.status, full.headers['retry-after'], full.headers.ratelimit]).toEqual([
+      429,
+      '6',
+      '"api";r=0;t=1',
+    ]);
     expect((await request(`${url}/items`, costed(1))).headers['retry-after']).toBe('1');
     // A failed request of cost 5 (after 5 s) is given back whole.
     clock.advance(5000);
     expect((await request(`${url}/status/500`, costed(5))).status).toBe(500);
-    await vi.waitFor(async () => expect(await tokensIn(store, '127.0.0.1', [api])).toBe(5), { timeout: 5000 });
+    await vi.waitFor(async () => expect(await tokensIn(store, '127.0.0.1', [api])).toBe(5), {
+      timeout: 5000,
+    });
   });
 
   it('sends a cost the limiter refuses to the error path, naming it, and takes nothing', async () => {

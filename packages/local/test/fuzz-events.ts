@@ -64,7 +64,10 @@ function fuzzEventOf(cost: fc.Arbitrary<number>): fc.Arbitrary<FuzzEvent> {
 
 /** Any step; costs of 1 most often, else 2 or 3. */
 export const fuzzEvent: fc.Arbitrary<FuzzEvent> = fuzzEventOf(
-  fc.oneof({ weight: 3, arbitrary: fc.constant(1) }, { weight: 1, arbitrary: fc.integer({ min: 2, max: 3 }) }),
+  fc.oneof(
+    { weight: 3, arbitrary: fc.constant(1) },
+    { weight: 1, arbitrary: fc.integer({ min: 2, max: 3 }) },
+  ),
 );
 
 /**

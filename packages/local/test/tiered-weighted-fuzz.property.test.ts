@@ -7,7 +7,9 @@ import { accuracyFuzzProperty, fuzzCoverage } from './accuracy-fuzz.js';
 // event the fuzz drives. Each window of each key stays within the bound, and the tokens admitted
 // are no more than the store gave out net plus optimistic credit: nothing is counted twice.
 describe('TieredLimiter accuracy under weighted traffic', () => {
-  it('keeps every window of every key within the bound, with costs up to the capacity', { timeout: 180_000 }, async () => {
+  it('keeps every window of every key within the bound, with costs up to the capacity', {
+    timeout: 180_000,
+  }, async () => {
     await fc.assert(accuracyFuzzProperty(40, true), {
       numRuns: Number(process.env.FUZZ_RUNS ?? 20),
       timeout: 15_000,

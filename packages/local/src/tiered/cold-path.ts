@@ -166,11 +166,16 @@ export class ColdPath {
           attempt === 0 ? Number.POSITIVE_INFINITY : guard.deadlineOf(startedAt) - performance.now();
         if (leftMs <= 0) return store.byPolicy(key, cost, new StoreTimeoutError(guard.timeoutMs));
         lease.pendingCost += cost;
-        const refill = this.#refiller.refill(lease, Math.max(1, cost - lease.tokens));
+        const need = Math.max(1, cost - lease.tokens);
+        // A call already out for the key (another request's refill, a sync) asked for its own need.
+        const joined = lease.refill !== undefined;
+        const refill = this.#refiller.refill(lease, need);
         const result = attempt === 0 ? await refill : await within(refill, leftMs, guard.timeoutMs);
         lease.pendingCost -= cost;
         if (!result.ok) return store.byPolicy(key, cost, result.error);
-        if (lease.taken >= cost) {
+        // A take's tokens are its asker's: a cost of 1 that joined a take of 2 took one of them,
+        // and the asker, left one short, asked again (the other token lost).
+        if (!joined && lease.taken >= cost) {
           lease.taken -= cost;
           lease.asked += cost;
           lease.requests++;
@@ -178,8 +183,15 @@ export class ColdPath {
         }
         // A sync that asked nothing (a quiet key's hand-back) answers whether a token would pass,
         // taking none: a request that joined it asks for its own (300 admitted from a bucket of 100).
-        if (result.value.granted === 0 && !result.value.ok) {
-          return store.count(decisionOf(result.value, this.#parts.limits(), 'global'));
+        // A denial says the wait for what its call asked: a request needing more that joined a
+        // smaller ask asks for its own (a cost of 3 was told 500 ms, one token's wait, for 2,500).
+        const reply = result.value;
+        if (reply.granted === 0 && !reply.ok && !(joined && need > 1)) {
+          // What this instance holds for the key is left too (a cost of 6 said 3 with 2 more held).
+          const spec = this.#parts.limits()[reply.limitIndex] ?? lease.limit;
+          return store.count(
+            denyDecision(reply.retryAfterMs, reply.remaining + lease.tokens, reply.resetMs, spec, 'global'),
+          );
         }
       }
     } finally {

@@ -63,6 +63,12 @@ export class Lease {
   /** Until then, deny here with no round trip (a global denial, or a `block`). */
   deniedUntilMs = 0;
   /**
+   * When the store said one token could pass, if the last reply turned a token away; else 0. A
+   * larger cost's wait runs on from it a token at a time: read from `globalRemaining`, a whole
+   * number, it was up to a token's time long (3,000 ms where the store says 2,500).
+   */
+  tokenAtMs = 0;
+  /**
    * `Refiller.asks` when `reward` or `penalty` last forgot the denial: a reply to an op asked for
    * by then may have been decided before the call landed, and its denial is not kept.
    */
@@ -314,8 +320,13 @@ export function rememberedDenial(
   if (lease.blockedUntilMs > nowMs) {
     by = 'local';
   } else {
+    const need = cost - lease.tokens;
     const known = lease.globalRemaining + (nowMs - lease.replyAtMs + aheadMs) * spec.refillPerMs;
-    const refill = msUntilTokens(known, cost - lease.tokens, spec);
+    let refill = msUntilTokens(known, need, spec);
+    if (lease.tokenAtMs > nowMs && need > 1) {
+      const fromToken = Math.ceil(lease.tokenAtMs - nowMs + (need - 1) / spec.refillPerMs);
+      if (fromToken < refill) refill = fromToken;
+    }
     waitMs = until > refill ? until : refill;
   }
   lease.denial = denyDecisionLike(lease.denial, waitMs, lease.tokens, lease.resetMs, spec, by);

@@ -67,6 +67,7 @@ export function applyReply(
   const turnedAway = current && asked && !reply.ok && reply.remaining === 0;
   const need = op.take ?? op.reserve?.min ?? 1;
   const deniedUntil = turnedAway && need === 1 ? sentAt + Math.max(1, reply.retryAfterMs) : 0;
+  lease.tokenAtMs = deniedUntil;
   lease.deniedUntilMs = deniedUntil > lease.blockedUntilMs ? deniedUntil : lease.blockedUntilMs;
   // A grant that left the bucket with nothing: at the key's limit, once it is spent the key is
   // as good as turned away (the lease book judges whether the key is at its limit).
