@@ -34,7 +34,7 @@ export function severalLimitsFuzzProperty(maxEvents = 40) {
   return fc.asyncProperty(
     fuzzSetup.filter((s) => s.pair),
     fc.array(fuzzEvent, { minLength: 1, maxLength: maxEvents, size: 'max' }),
-    runFuzz,
+    (s, events) => runFuzz(s, events),
   );
 }
 

@@ -78,6 +78,7 @@ describe('TieredLimiter, a take of a weighted request joined by another', () => 
       optimistic: false,
       credit: 2,
       pair: false,
+      several: 2,
       lagMs: [17, 96, 66, 1],
       maxTravelMs: 18,
       ttlMs: 462,

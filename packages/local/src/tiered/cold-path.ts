@@ -70,8 +70,7 @@ export class ColdPath {
 
   /**
    * The hot path's remembered denial of `lease` at `nowMs`; with `onRealClock`, the real clock
-   * is read first (the shared clock thread may read early), and `undefined` when it is over, or
-   * when only the store can say the wait for `cost` (`#storeKnows`).
+   * is read first (the shared clock thread may read early), and `undefined` when it is over.
    */
   remembered(lease: Lease, cost: number, nowMs: number, onRealClock: boolean): Decision | undefined {
     let now = nowMs;
@@ -80,21 +79,9 @@ export class ColdPath {
       now = this.#parts.clock.now();
       if (now >= lease.deniedUntilMs) return undefined;
     }
-    if (this.#storeKnows(lease, cost, now)) return undefined;
     lease.asked += cost;
     lease.requests++;
     return this.#parts.store.count(rememberedDenial(lease, cost, now, this.#timing.aheadMs, 'lease'));
-  }
-
-  /**
-   * Whether only the store can say how long a request of `cost` on `lease`'s key, denied in
-   * memory now, must wait: it needs more than one token beyond what the lease holds, under
-   * several limits. The lease knows the one limit its last reply spoke of, and another may hold
-   * the request back longer: a cost of 3 was told 300 ms (a burst limit's) where the store said
-   * 1,700 (a slow limit's), and retried in vain. A blocked key waits for its block alone.
-   */
-  #storeKnows(lease: Lease, cost: number, nowMs: number): boolean {
-    return cost - lease.tokens > 1 && nowMs >= lease.blockedUntilMs && this.#parts.limits().length > 1;
   }
 
   /**
@@ -151,7 +138,7 @@ export class ColdPath {
             allowDecision(lease.tokens + lease.globalRemaining, lease.resetMs, lease.limit, tier),
           );
         }
-        if (now < lease.deniedUntilMs && !this.#storeKnows(lease, cost, now)) {
+        if (now < lease.deniedUntilMs) {
           lease.asked += cost;
           lease.requests++;
           return store.count(rememberedDenial(lease, cost, now, this.#timing.aheadMs, tier));
