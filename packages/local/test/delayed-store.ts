@@ -74,6 +74,12 @@ export class DelayedStore implements GlobalStore {
   readonly #clock: Clock;
   readonly #travel: Travel;
   readonly #shadow = new Map<string, SharedBucketState>();
+  /**
+   * Per key, the store's leased generations as its replies told them: tokens not yet reported and
+   * until when the store holds them. A reset forgets them, and the shadow can miss them: once a
+   * key's limit changed, MemoryStore may lease from a bucket the shadow does not have.
+   */
+  readonly #leased = new Map<string, Map<number, { count: number; untilMs: number }>>();
   readonly #specs = new Set<string>();
 
   constructor(inner: MemoryStore, clock: Clock, travel: Travel) {
@@ -99,6 +105,7 @@ export class DelayedStore implements GlobalStore {
         this.#specs.add(JSON.stringify(op.limits));
         this.given += reply.granted;
         if (op.reports !== undefined) for (const r of op.reports) this.given -= r.returned;
+        this.#leases(op, reply);
         if (this.#specs.size === 1 && JSON.stringify(reply) !== JSON.stringify(shadowReply))
           this.mismatches.push({ op, reply, shadowReply });
         if (op.take === undefined || !reply.ok) return reply;
@@ -116,6 +123,7 @@ export class DelayedStore implements GlobalStore {
   reset(key: string, limits: readonly LimitSpec[]): Promise<void> {
     return this.#trip(() => {
       const nowUs = this.#nowUs();
+      const leased = this.#forget(key, nowUs / 1000);
       this.#specs.add(JSON.stringify(limits));
       for (const spec of limits) {
         const state = this.#shadow.get(idOf(key, spec));
@@ -124,13 +132,15 @@ export class DelayedStore implements GlobalStore {
         let held = 0;
         for (const g of state.held) held += g.count;
         const last = state.held.at(-1);
+        const untilMs = last === undefined ? nowUs / 1000 : last.releaseUs / 1000;
         this.resets.push({
           key,
           limit: spec.name,
           atMs: nowUs / 1000,
           tokens: state.tokens,
-          held,
-          untilMs: last === undefined ? nowUs / 1000 : last.releaseUs / 1000,
+          // What the store's replies say it held, if the shadow missed it.
+          held: Math.max(held, leased.held),
+          untilMs: Math.max(untilMs, leased.untilMs),
         });
         resetSharedBucket(state, spec, nowUs);
         // As MemoryStore does: a full bucket is forgotten, and its next op's limits make it afresh.
@@ -146,6 +156,42 @@ export class DelayedStore implements GlobalStore {
 
   leave(instance: string): Promise<void> {
     return this.#trip(() => this.#inner.leave(instance));
+  }
+
+  /** Notes what `op`'s reply leased and what its reports settled, at the store's moment. */
+  #leases(op: BucketOp, reply: BucketReply): void {
+    let gens = this.#leased.get(op.key);
+    if (op.reports !== undefined && gens !== undefined) {
+      for (const r of op.reports) {
+        const g = gens.get(r.generation);
+        if (g !== undefined) g.count -= r.spent + r.returned;
+      }
+    }
+    if (op.reserve === undefined || reply.granted === 0) return;
+    if (gens === undefined) {
+      gens = new Map();
+      this.#leased.set(op.key, gens);
+    }
+    const g = gens.get(reply.generation) ?? { count: 0, untilMs: 0 };
+    g.count += reply.granted;
+    g.untilMs = Math.max(g.untilMs, this.#clock.now() + op.reserve.holdMs);
+    gens.set(reply.generation, g);
+  }
+
+  /** Forgets `key`'s leased generations (a reset): the tokens still on lease at `nowMs`, and until when. */
+  #forget(key: string, nowMs: number): { held: number; untilMs: number } {
+    const gens = this.#leased.get(key);
+    this.#leased.delete(key);
+    let held = 0;
+    let untilMs = nowMs;
+    if (gens !== undefined) {
+      for (const g of gens.values()) {
+        if (g.count <= 0 || g.untilMs <= nowMs) continue;
+        held += g.count;
+        if (g.untilMs > untilMs) untilMs = g.untilMs;
+      }
+    }
+    return { held, untilMs };
   }
 
   #nowUs(): number {

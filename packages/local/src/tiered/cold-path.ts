@@ -160,9 +160,7 @@ export class ColdPath {
         const result = attempt === 0 ? await refill : await within(refill, leftMs, guard.timeoutMs);
         lease.pendingCost -= cost;
         if (!result.ok) return store.byPolicy(key, cost, result.error);
-        // A take's tokens are its asker's: a cost of 1 that joined a take of 2 took one of them,
-        // and the asker, left one short, asked again (the other token lost).
-        if (!joined && lease.taken >= cost) {
+        if (lease.taken >= cost) {
           lease.taken -= cost;
           lease.asked += cost;
           lease.requests++;

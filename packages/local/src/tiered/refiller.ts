@@ -82,18 +82,17 @@ export class Refiller {
 
   /**
    * The store call in flight for `lease`, or a new one for at least `min` tokens: a lease sized
-   * by demand, or, for a request `waiting` on a key whose demand would not fill more than that
-   * request, a plain take of its cost (a sparse key costs one key-op and keeps no lease;
-   * `lease.taken` holds the tokens for that request). A lease of exactly a weighted request's
-   * cost was spent at once and its spend reported by the next sync: two ops where a take is one.
-   * Resolves the reply, already applied to the lease, or the failure the policy must handle;
-   * never rejects.
+   * by demand, or, for a request `waiting` on a key whose demand would not fill a batch of two, a
+   * plain take of its one token (a sparse key costs one key-op and keeps no lease; `lease.taken`
+   * holds the token for that request). Resolves the reply, already applied to the lease, or the
+   * failure the policy must handle; never rejects.
    */
   refill(lease: Lease, min: number, waiting = true): Promise<GuardResult<BucketReply>> {
     if (lease.refill !== undefined) return lease.refill;
     return this.#call(lease, (sentAt) => {
       const want = this.batching.want(lease, min, sentAt);
-      if (waiting && want <= min && lease.pendingCost <= min && lease.tokens === 0) return { take: min };
+      if (waiting && want <= 1 && min === 1 && lease.pendingCost <= 1 && lease.tokens === 0)
+        return { take: 1 };
       return { want, min: Math.min(min, want) };
     });
   }
