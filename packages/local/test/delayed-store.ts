@@ -81,6 +81,8 @@ export class DelayedStore implements GlobalStore {
    */
   readonly #leased = new Map<string, Map<number, { count: number; untilMs: number }>>();
   readonly #specs = new Set<string>();
+  /** Per key and limit name, the capacity the last op or reset carried: a larger one is a raise. */
+  readonly #capacities = new Map<string, number>();
 
   constructor(inner: MemoryStore, clock: Clock, travel: Travel) {
     this.#inner = inner;
@@ -95,6 +97,7 @@ export class DelayedStore implements GlobalStore {
       }
       if ((op.credit ?? 0) > 0)
         this.credits.push({ key: op.key, atMs: this.#clock.now(), tokens: op.credit! });
+      this.#raises(op.key, op.limits);
       const shadowReply = this.#shadowApply(op);
       return this.#inner.apply(op).then((reply) => {
         // The shadow is only trusted for what a reset found if it is the store's twin (a failed
@@ -124,6 +127,7 @@ export class DelayedStore implements GlobalStore {
     return this.#trip(() => {
       const nowUs = this.#nowUs();
       const leased = this.#forget(key, nowUs / 1000);
+      this.#raises(key, limits);
       this.#specs.add(JSON.stringify(limits));
       for (const spec of limits) {
         const state = this.#shadow.get(idOf(key, spec));
@@ -156,6 +160,26 @@ export class DelayedStore implements GlobalStore {
 
   leave(instance: string): Promise<void> {
     return this.#trip(() => this.#inner.leave(instance));
+  }
+
+  /**
+   * Marks, at the store's moment, each limit of `key` whose capacity this op carries above the
+   * last op's (`setLimits` raised it). The store may have forgotten the bucket full by the smaller
+   * capacity, and makes it afresh full by this one: up to the difference more, once (docs/ACCURACY.md,
+   * "setLimits raising a capacity"). Recorded as a reset that found the smaller capacity and forgot
+   * no lease, so a window holding it allows the difference; a raise the store did not forget the
+   * bucket across gives nothing, and the mark only makes its windows looser.
+   */
+  #raises(key: string, limits: readonly LimitSpec[]): void {
+    const atMs = this.#nowUs() / 1000;
+    for (const spec of limits) {
+      const id = idOf(key, spec);
+      const before = this.#capacities.get(id);
+      if (before !== undefined && spec.capacity > before) {
+        this.resets.push({ key, limit: spec.name, atMs, tokens: before, held: 0, untilMs: atMs });
+      }
+      this.#capacities.set(id, spec.capacity);
+    }
   }
 
   /** Notes what `op`'s reply leased and what its reports settled, at the store's moment. */

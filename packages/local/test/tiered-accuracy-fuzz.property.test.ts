@@ -1,6 +1,8 @@
 import fc from 'fast-check';
 import { describe, it } from 'vitest';
-import { accuracyFuzzProperty, fuzzCoverage, severalLimitsFuzzProperty } from './accuracy-fuzz.js';
+import { accuracyFuzzProperty, fuzzCoverage, runFuzz, severalLimitsFuzzProperty } from './accuracy-fuzz.js';
+import type { FuzzEvent } from './fuzz-events.js';
+import type { FuzzSetup } from './fuzz-setup.js';
 
 // The accuracy fuzz's quick run; tiered-accuracy-fuzz.long.property.test.ts runs it longer.
 describe('TieredLimiter accuracy under travelling store calls, the sync, management calls and stalls', () => {
@@ -17,5 +19,53 @@ describe('TieredLimiter accuracy under travelling store calls, the sync, managem
       numRuns: Number(process.env.FUZZ_RUNS ?? 20),
       timeout: 15_000,
     });
+  });
+
+  // The long run's counterexample (2026-12-06): limit A raised from 3 at 3/s back to 6 at 4/s after
+  // its bucket had filled to 3 and been forgotten; the next op made it afresh full to 6, and the
+  // window over the raise admitted 23 where the bound without a raise's addition allowed 22.8.
+  it('allows a raised capacity what a bucket made afresh gives once (a replayed counterexample)', async () => {
+    const setup = {
+      size: 2,
+      sync: 10,
+      optimistic: false,
+      credit: 1,
+      pair: true,
+      several: 3,
+      lagMs: [0, 0, 0, 0],
+      maxTravelMs: 0,
+      ttlMs: 50,
+      maxKeys: 1,
+      seed: 0,
+      declared: 2,
+      limits: [
+        { capacity: 6, rate: 4 },
+        { capacity: 3, rate: 5 },
+        { capacity: 3, rate: 5 },
+        { capacity: 3, rate: 3 },
+        { capacity: 3, rate: 5 },
+        { capacity: 3, rate: 5 },
+      ],
+    } as FuzzSetup;
+    const events: FuzzEvent[] = [
+      { kind: 'churn', instance: 0, key: 0, cost: 2, n: 1, ms: 1595, all: false },
+      { kind: 'wait', instance: 0, key: 0, cost: 2, n: 6, ms: 22, all: false },
+      { kind: 'setLimits', instance: 0, key: 0, cost: 2, n: 9, ms: 0, all: false },
+      { kind: 'churn', instance: 0, key: 0, cost: 1, n: 2, ms: 130, all: false },
+      { kind: 'wait', instance: 0, key: 0, cost: 1, n: 1, ms: 10, all: false },
+      { kind: 'stall', instance: 0, key: 0, cost: 1, n: 6, ms: 18, all: false },
+      { kind: 'stall', instance: 0, key: 1, cost: 1, n: 1, ms: 1027, all: false },
+      { kind: 'setLimits', instance: 0, key: 0, cost: 1, n: 2, ms: 0, all: false },
+      { kind: 'churn', instance: 0, key: 2, cost: 1, n: 6, ms: 382, all: false },
+      { kind: 'wait', instance: 0, key: 0, cost: 1, n: 1, ms: 401, all: false },
+      { kind: 'stall', instance: 0, key: 0, cost: 1, n: 1, ms: 259, all: false },
+      { kind: 'wait', instance: 0, key: 0, cost: 2, n: 6, ms: 14, all: false },
+      { kind: 'hammer', instance: 0, key: 0, cost: 2, n: 3, ms: 17, all: false },
+      { kind: 'churn', instance: 0, key: 0, cost: 1, n: 6, ms: 1, all: false },
+      { kind: 'wait', instance: 0, key: 0, cost: 1, n: 6, ms: 4, all: false },
+      { kind: 'churn', instance: 0, key: 0, cost: 1, n: 11, ms: 97, all: false },
+      { kind: 'wait', instance: 0, key: 0, cost: 1, n: 1, ms: 401, all: false },
+    ];
+    await runFuzz(setup, events);
   });
 });
