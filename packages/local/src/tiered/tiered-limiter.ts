@@ -15,7 +15,8 @@ import {
   KeyedQueue,
 } from '../acquire.js';
 import { emitSafely } from '../emit-safely.js';
-import { type Lease, nextHead, relimit, spend } from './lease.js';
+import { type Lease, nextHead, spend } from './lease.js';
+import { relimit } from './lease-limit.js';
 import type { TieredLimiterOptions } from './options.js';
 import { type TieredLimiterEvents, type TieredLimiterStats, tieredStats } from './stats.js';
 import { type TieredParts, wireTiered } from './wiring.js';
