@@ -78,8 +78,9 @@ end
 local cache, order = {}, {}
 
 -- Most keys hold nothing on lease: they share this one empty list rather than each making its own
--- (an allocation and a collection per key-op). Writing to it is a bug, so it refuses writes; a
--- state that comes to hold a generation gets a list of its own first (own_held).
+-- (an allocation and a collection per key-op). Writing to it is a bug: it refuses assignments, though
+-- not table.insert's raw sets, so a state that comes to hold a generation gets a list of its own
+-- first (own_held), which every write to a state's list goes through.
 local NO_HELD = setmetatable({}, { __newindex = function() error('NO_HELD is shared: written to') end })
 local function own_held(st)
   local held = st.held
