@@ -1,3 +1,5 @@
+import type { Lease } from './lease.js';
+
 /**
  * The shortest time a key's first hit is remembered, in ms: the sync's longest period. A key
  * back within it gets a `Lease` (the sync then weighs whether it leases tokens), whatever the
@@ -112,4 +114,20 @@ export class FirstSightings {
     this.#previous = new Map();
     this.#recent = [];
   }
+}
+
+/**
+ * Seeds `lease`, made for a key `FirstSightings.take` saw first at `seenAtMs`, as if it had been
+ * made at that first hit: its demand counts from then, the hit as one request of `cost` (the mark
+ * keeps no cost: a hit's own is the best guess, else 1). A lease already seeded, or one that has
+ * served a request, is left as it is. Returns `lease`.
+ */
+export function seededSince(lease: Lease, seenAtMs: number, cost = 1): Lease {
+  if (lease.firstCost !== 0) return lease;
+  lease.asked = cost;
+  lease.requests = 1;
+  lease.firstCost = cost;
+  lease.lastRefillAtMs = seenAtMs;
+  lease.syncedAtMs = seenAtMs;
+  return lease;
 }

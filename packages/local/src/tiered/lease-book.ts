@@ -1,24 +1,19 @@
 import type { Clock, LimitSpec } from '@tiered-limiter/core';
-import type { BookHooks } from './book-hooks.js';
-import { BookTimer } from './book-timer.js';
-import { inCallGroupOrder } from './call-groups.js';
-import { IDLE_BEAT_MS } from './fleet-registry.js';
-import type { ClockHold, HotClock } from './hot-clock.js';
+import type { BookHooks, BookParts } from './book-hooks.js';
+import { BookRounds } from './book-rounds.js';
+import type { HotClock } from './hot-clock.js';
 import { drainLease, expireGrants, type Lease } from './lease.js';
-import { carveOff, forgetReleased, owes, owesHandBack } from './lease-reports.js';
+import { carveOff, owes } from './lease-reports.js';
 import type { TieredConfig } from './options.js';
 import type { Refiller } from './refiller.js';
-import { RoundPacer } from './round-pacer.js';
 import { Settlements } from './settlements.js';
-import { releaseSharedClock } from './shared-clock.js';
 import type { TieredCounters } from './stats.js';
 import type { Syncer } from './sync.js';
 
 /**
- * The lease lifecycle of a two-tier limiter, beside its hot path: leases that hold tokens, the
- * sweep that expires them and hands expired tokens back, eviction, `block`, `reset` and
- * `close()`. Its timer holds it only weakly, so a limiter dropped without `close()` is still
- * garbage-collected (and then releases the shared clock).
+ * The lease lifecycle of a two-tier limiter, beside its hot path: leases that hold tokens, what a
+ * store's reply does to them, eviction, `block`, `reset` and `close()`. Its timer and the rounds
+ * that sync or sweep the held leases are `rounds` (`BookRounds`).
  */
 export class LeaseBook {
   readonly #holding = new Set<Lease>();
@@ -28,96 +23,24 @@ export class LeaseBook {
   readonly #counters: TieredCounters;
   readonly #clock: Clock;
   readonly #config: TieredConfig;
-  readonly #timer: BookTimer<LeaseBook>;
   readonly #hotClock: HotClock;
   readonly #syncer: Syncer | undefined;
-  readonly #groupOf: ((key: string) => number) | undefined;
   readonly #hooks: BookHooks;
-  /** The pace of the rounds the timer starts: a slice a turn, the next as a late one ends. */
-  readonly #rounds: RoundPacer;
-  /** The timer waits `IDLE_BEAT_MS`, not a period: the sync holds no key and nothing is owed. */
-  #idle = false;
+  /** The book's timer and its rounds: the hot path's `catchUp`, the first heartbeat. */
+  readonly rounds: BookRounds;
 
-  constructor(
-    owner: object,
-    refiller: Refiller,
-    counters: TieredCounters,
-    clock: Clock,
-    config: TieredConfig,
-    hotClock: HotClock,
-    syncer: Syncer | undefined,
-    groupOf: ((key: string) => number) | undefined,
-    hooks: BookHooks,
-  ) {
+  constructor(owner: object, parts: BookParts) {
+    const { refiller, config } = parts;
     this.#refiller = refiller;
-    this.#counters = counters;
-    this.#clock = clock;
+    this.#counters = parts.counters;
+    this.#clock = parts.clock;
     this.#config = config;
-    this.#hotClock = hotClock;
-    this.#syncer = syncer;
-    this.#groupOf = groupOf;
-    this.#hooks = hooks;
-    this.#settlements = new Settlements(refiller, config.maxKeys, () => this.#wake());
+    this.#hotClock = parts.hotClock;
+    this.#syncer = parts.syncer;
+    this.#hooks = parts.hooks;
+    this.#settlements = new Settlements(refiller, config.maxKeys, () => this.rounds.wake());
     refiller.onReply((lease, leased, dry, stale) => this.#replied(lease, leased, dry, stale));
-    this.#timer = new BookTimer<LeaseBook>(this, LeaseBook.#onTimer, clock, this.#periodMs());
-    dropped.register(owner, { timer: this.#timer, clock: hotClock.hold }, this);
-    this.#rounds = new RoundPacer(clock, () => this.#periodMs(), {
-      visit: (lease, nowMs) => this.#visit(lease, nowMs),
-      flush: () => this.#refiller.sendSyncs(),
-      running: () => this.#timer.running,
-      ended: (tookMs) => syncer?.roundTook(tookMs),
-      again: () => this.#tick(),
-    });
-  }
-
-  /** The timer's tick, and the ms to the next; static, so the timer holds no closure over the book. */
-  static #onTimer(book: LeaseBook): number {
-    book.#tick();
-    return book.#nextDelayMs();
-  }
-
-  /**
-   * How long the timer waits for its next tick: a period, or, with the sync holding no key and
-   * nothing owed, the idle beat's interval (a wake-up is what an idle limiter costs: DECISIONS).
-   */
-  #nextDelayMs(): number {
-    const periodMs = this.#periodMs();
-    if (this.#syncer === undefined) return periodMs;
-    this.#idle = this.#holding.size === 0 && this.#settlements.settled;
-    return this.#idle ? Math.max(periodMs, IDLE_BEAT_MS) : periodMs;
-  }
-
-  /** Brings an idle timer's next tick to a period from now: a key just held is synced before its grant runs out. */
-  #wake(): void {
-    if (!this.#idle) return;
-    this.#idle = false;
-    this.#timer.bringForward(this.#periodMs());
-  }
-
-  /** The ms between ticks while the book has work: a sync period, or the sweep's. */
-  #periodMs(): number {
-    return this.#syncer?.periodMs ?? this.#config.sweepEveryMs;
-  }
-
-  /**
-   * The hot path's call every few thousand reads of `performance.now()`: reviews its clock if the
-   * tick is a period late. A loop that never yields holds every timer (denials and lease hits answer
-   * synchronously, a `MemoryStore` in microtasks), and its decisions read `performance.now()` until
-   * it yields, sync or not: on Redis once a denial ends (5–6 s at a token per 6 s); in memory, never.
-   */
-  catchUp(nowMs: number): void {
-    const periodMs = this.#periodMs();
-    if (this.#timer.overdue(nowMs, periodMs)) this.#hotClock.reviewUnlessWithin(nowMs, periodMs);
-  }
-
-  /**
-   * Tells the store this instance is alive and reads the live count (the `fleet` event when it
-   * outgrew the declared one): each tick's, and the first, as the limiter is made.
-   */
-  beat(idle = false): void {
-    void this.#syncer?.beat(this.#clock.now(), idle).then((live) => {
-      if (live !== undefined) this.#hooks.fleet(live);
-    });
+    this.rounds = new BookRounds(owner, this.#holding, this.#settlements, parts);
   }
 
   /** Tokens held in leases now. */
@@ -188,8 +111,7 @@ export class LeaseBook {
    */
   async close(leases: readonly Lease[], clearTable: () => void, calls: Promise<void>): Promise<void> {
     const startedAtMs = this.#clock.now();
-    this.#timer.stop();
-    dropped.unregister(this);
+    this.rounds.stop();
     const waitMs = () => Math.max(1, this.#config.closeTimeoutMs - (this.#clock.now() - startedAtMs));
     const owed = this.#settlements.closing(leases, waitMs);
     this.#holding.clear();
@@ -227,7 +149,7 @@ export class LeaseBook {
     // sparse key's take would otherwise keep it out of the sync however busy it became.
     if (leased > 0 || this.#syncer !== undefined) {
       this.#holding.add(lease);
-      this.#wake();
+      this.rounds.wake();
     }
     if (dry) this.#denied(lease);
     // A waiter that the policy decided (a try timed out) sleeps its wait beside a grant landed since.
@@ -245,60 +167,7 @@ export class LeaseBook {
   #denied(lease: Lease): void {
     const syncer = this.#syncer;
     if (syncer === undefined || !syncer.atLimit(lease, this.#clock.now())) return;
-    const nextTickAtMs = this.#timer.nextAtMs;
+    const nextTickAtMs = this.rounds.nextAtMs;
     if (lease.deniedUntilMs < nextTickAtMs) lease.deniedUntilMs = nextTickAtMs;
   }
-
-  /** The sweep, or the sync of every held key a slice at a time (`RoundPacer`); a beat every tick. */
-  #tick(): void {
-    if (!this.#timer.running) return;
-    if (!this.#rounds.mayStart()) {
-      // A round may outlast the registration (slices waiting on a slow store): still counted.
-      this.beat();
-      return;
-    }
-    // A tick a busy loop held up fires just after the hot path's own review (`catchUp`).
-    this.#hotClock.reviewUnlessWithin(this.#clock.now(), this.#periodMs() / 2);
-    const syncer = this.#syncer;
-    if (syncer !== undefined) {
-      for (const lease of this.#hooks.promote(syncer.room(this.#holding.size))) this.#holding.add(lease);
-      syncer.round(this.#holding.size);
-      this.beat(this.#holding.size === 0 && this.#settlements.settled);
-    }
-    const groupOf = this.#groupOf;
-    this.#rounds.start(
-      groupOf === undefined ? [...this.#holding] : inCallGroupOrder([...this.#holding], groupOf),
-    );
-    this.#settlements.retry();
-  }
-
-  /** A round's work on one held lease: its sync, or its sweep. Returns the call it waits on. */
-  #visit(lease: Lease, nowMs: number): Promise<unknown> | undefined {
-    // Evicted, reset or closed since the round began.
-    if (!this.#holding.has(lease)) return undefined;
-    this.expire(lease, nowMs);
-    forgetReleased(lease, nowMs - (this.#config.timing.holdMs - this.#config.timing.ttlMs));
-    const syncer = this.#syncer;
-    if (syncer !== undefined) {
-      if (syncer.keeps(lease, nowMs) || lease.refill !== undefined) {
-        // A call already out for the key (a refill) is waited on; the sync's own op waits with
-        // the slice's others for `flush`.
-        const out = lease.refill;
-        this.#counters.tokensExpired += syncer.sync(lease, nowMs);
-        return out;
-      }
-      this.#holding.delete(lease);
-    } else if (lease.tokens === 0 && lease.grants.length === 0) {
-      this.#holding.delete(lease);
-    } else if (lease.refill === undefined && owesHandBack(lease)) {
-      this.#settlements.settle(lease);
-    }
-    return undefined;
-  }
 }
-
-/** Limiters dropped without `close()`: their timer stops and the shared clock is released. */
-const dropped = new FinalizationRegistry<{ timer: BookTimer<LeaseBook>; clock: ClockHold }>((held) => {
-  held.timer.stop();
-  if (held.clock.held) releaseSharedClock();
-});

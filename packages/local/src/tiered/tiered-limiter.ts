@@ -1,4 +1,4 @@
-import { EventEmitter, setMaxListeners } from 'node:events';
+import { EventEmitter } from 'node:events';
 import {
   allowDecision,
   ClosedError,
@@ -7,19 +7,14 @@ import {
   type LimitSpec,
   type SyncLimiter,
 } from '@tiered-limiter/core';
-import {
-  type AcquireOptions,
-  type AcquireResult,
-  acquireInLine,
-  assertAcquireOptions,
-  KeyedQueue,
-} from '../acquire.js';
+import { type AcquireOptions, type AcquireResult, assertAcquireOptions } from '../acquire.js';
 import { emitSafely } from '../emit-safely.js';
+import { AcquireLine } from './acquire-line.js';
 import { type Lease, nextHead, spend } from './lease.js';
-import { relimit } from './lease-limit.js';
+import { changeLimits } from './limit-change.js';
 import type { TieredLimiterOptions } from './options.js';
 import { type TieredLimiterEvents, type TieredLimiterStats, tieredStats } from './stats.js';
-import { type TieredParts, wireTiered } from './wiring.js';
+import { closeParts, type TieredParts, wireTiered } from './wiring.js';
 
 const { assertCost, assertKey, assertLimits, smallestCapacity } = internal;
 
@@ -45,8 +40,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
   readonly #leases: TieredParts['leases'];
   readonly #hotClock: TieredParts['hotClock'];
   readonly #counts: TieredParts['store']['counts'];
-  readonly #waiters = new KeyedQueue();
-  readonly #closing = new AbortController();
+  readonly #waiters = new AcquireLine();
   #lastKey: string | symbol = NO_KEY;
   #lastLease: Lease | undefined;
   #denials = 0;
@@ -69,9 +63,6 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     this.#leases = parts.leases;
     this.#hotClock = parts.hotClock;
     this.#counts = parts.store.counts;
-    // Every acquire() waiting listens for close() on it (removed as it ends): 11 of them made Node
-    // warn of a leak.
-    setMaxListeners(0, this.#closing.signal);
   }
 
   /** The limits, all-or-nothing, as in force now. */
@@ -116,7 +107,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     } else {
       assertKey(key);
       lease = this.#leases.get(key);
-      if (lease === undefined) return this.#parts.cold.optimistic(key, cost);
+      if (lease === undefined) return this.#parts.optimistic.admit(key, cost);
       this.#lastKey = key;
       this.#lastLease = lease;
     }
@@ -126,7 +117,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
       now = this.#parts.clock.now();
       // A loop that never yields holds the book's timer, and with it the review that would move
       // this read to the clock thread.
-      if ((++this.#clockReads & 16_383) === 0) this.#parts.book.catchUp(now);
+      if ((++this.#clockReads & 16_383) === 0) this.#parts.rounds.catchUp(now);
     } else {
       now = view[0]!;
     }
@@ -189,14 +180,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
     this.#check(key);
     assertCost(cost, this.#maxCost);
     const checked = assertAcquireOptions(options);
-    return acquireInLine(
-      this.#waiters,
-      key,
-      () => this.consume(key, cost),
-      this.#parts.clock,
-      checked,
-      this.#closing.signal,
-    );
+    return this.#waiters.acquire(key, () => this.consume(key, cost), this.#parts.clock, checked);
   }
 
   /** What a request of cost 1 would get now, taking nothing: the global bucket (less credit) plus this lease. */
@@ -253,22 +237,10 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
   setLimits(limits: LimitSpec | readonly LimitSpec[]): void {
     if (this.#closed !== undefined) throw new ClosedError('TieredLimiter');
     const next = assertLimits('limits', limits);
-    // Optimistic cold start's rule holds for the new limits too, or nothing changes.
-    const coldStartUnderNext = this.#parts.cold.weighLimits(next);
-    const before = this.#limits;
-    this.#parts.store.setLimits(next);
-    coldStartUnderNext();
-    this.#limits = next;
-    this.#maxCost = smallestCapacity(next);
-    this.#parts.refiller.batching.resize();
-    for (const lease of this.#leases.values()) {
-      // A denial the old limits gave says nothing of the new ones (a renamed limit starts full, a
-      // faster rate refills sooner): it was kept until the old wait was over. A block stays.
-      lease.deniedUntilMs = lease.blockedUntilMs;
-    }
-    this.#parts.book.drainAll(this.#leases.values(), before);
-    // After the drain, whose carriers keep the replaced limits: a lease speaks of a limit in force.
-    for (const lease of this.#leases.values()) relimit(lease, next);
+    changeLimits(this.#parts, this.#limits, next, () => {
+      this.#limits = next;
+      this.#maxCost = smallestCapacity(next);
+    });
     this.#waiters.wakeAll();
   }
 
@@ -286,15 +258,9 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
    */
   close(): Promise<void> {
     if (this.#closed === undefined) {
-      this.#closing.abort();
+      this.#waiters.close();
       this.#forgetLast();
-      const leases = [...this.#leases.values()];
-      this.#parts.sightings.clear();
-      // The listeners stay: a request made before, or a hand-back, that fails later is still reported.
-      // Its time spent degraded stops once the hand-back is done (which may find the store back).
-      this.#closed = this.#parts.book
-        .close(leases, () => this.#leases.clear(), this.#parts.calls.close())
-        .finally(() => this.#parts.store.guard.end());
+      this.#closed = closeParts(this.#parts);
     }
     return this.#closed;
   }
@@ -306,7 +272,7 @@ export class TieredLimiter extends EventEmitter<TieredLimiterEvents> implements 
 
   #evicted(lease: Lease): void {
     if (this.#lastLease === lease) this.#forgetLast();
-    this.#parts.cold.left(lease);
+    this.#parts.optimistic.left(lease);
     this.#parts.book.evicted(lease);
   }
 

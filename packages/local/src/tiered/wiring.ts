@@ -4,6 +4,7 @@ import type { Listened } from '../emit-safely.js';
 import { GuardedStore } from '../guard/guarded-store.js';
 import { InFlight } from '../in-flight.js';
 import { lruTable } from '../table.js';
+import type { BookRounds } from './book-rounds.js';
 import { ColdPath } from './cold-path.js';
 import { ColdStart } from './cold-start.js';
 import { FirstSightings, MIN_SIGHTING_WINDOW_MS } from './first-sightings.js';
@@ -12,6 +13,7 @@ import { HotClock } from './hot-clock.js';
 import { KeyAdmin } from './key-admin.js';
 import { Lease } from './lease.js';
 import { LeaseBook } from './lease-book.js';
+import { OptimisticStarts } from './optimistic-starts.js';
 import { resolveTieredOptions, type TieredConfig, type TieredLimiterOptions } from './options.js';
 import { Refiller } from './refiller.js';
 import { TieredCounters } from './stats.js';
@@ -44,9 +46,13 @@ export interface TieredParts {
   readonly refiller: Refiller;
   readonly leases: LRUCache<string, Lease>;
   readonly book: LeaseBook;
+  /** The book's timer and rounds; the hot path asks it to `catchUp`. */
+  readonly rounds: BookRounds;
   readonly syncer: Syncer | undefined;
   readonly admin: KeyAdmin;
   readonly cold: ColdPath;
+  /** Optimistic cold start: the hot path's answer for a key with no lease, before any call. */
+  readonly optimistic: OptimisticStarts;
   /** Keys seen once lately, with no lease. */
   readonly sightings: FirstSightings;
   /** Requests, management calls and optimistic charges at the store: `close()` waits for them. */
@@ -79,17 +85,15 @@ export function wireTiered(
     config.sync === undefined
       ? undefined
       : new Syncer(config, refiller, store.store, config.sync.budget, config.instanceId, clock);
-  const groupOf = store.store.groupOf?.bind(store.store);
-  const book: LeaseBook = new LeaseBook(
-    hooks.owner,
+  const book: LeaseBook = new LeaseBook(hooks.owner, {
     refiller,
     counters,
     clock,
     config,
     hotClock,
     syncer,
-    groupOf,
-    {
+    groupOf: store.store.groupOf?.bind(store.store),
+    hooks: {
       fleet: (live) => {
         store.fleetSize(live);
         if (config.instances !== undefined && live > config.instances)
@@ -98,7 +102,7 @@ export function wireTiered(
       promote: (room) => cold.promote(room),
       granted: hooks.granted,
     },
-  );
+  });
   const leaseFor = (key: string): Lease => {
     let lease = leases.get(key);
     if (lease === undefined) {
@@ -119,14 +123,14 @@ export function wireTiered(
   // A first heartbeat now, not at the first tick: that round, and the refills before it, are sized
   // by the live count (a limiter joining nine others leased 700 of 1,000 tokens, sized as if alone),
   // and optimistic credit waits for it. An idle limiter's first tick then sends none (`IDLE_BEAT_MS`).
-  if (syncer !== undefined) book.beat();
+  if (syncer !== undefined) book.rounds.beat();
   const sightings = new FirstSightings(
     config.maxKeys,
     () => Math.max(MIN_SIGHTING_WINDOW_MS, config.timing.ttlMs),
     clock.now(),
     store.store.opsPerCall ?? OPS_PER_CALL,
   );
-  const cold: ColdPath = new ColdPath(keyParts, refiller, counters, coldStart, config.timing, sightings);
+  const cold: ColdPath = new ColdPath(keyParts, refiller, config.timing, sightings);
   return {
     limits,
     parts: {
@@ -138,12 +142,30 @@ export function wireTiered(
       refiller,
       leases,
       book,
+      rounds: book.rounds,
       syncer,
       admin: new KeyAdmin(keyParts, config.timing, counters, sightings),
       cold,
+      optimistic: new OptimisticStarts(keyParts, refiller, counters, coldStart, sightings),
       sightings,
       calls,
       leaseFor,
     },
   };
+}
+
+/**
+ * `close()` of a limiter's parts, once the limiter has stopped taking calls: first sightings
+ * forgotten, every lease handed back by the book (the table emptied once they are gathered) while
+ * the store calls still out are waited on, and the guard's time spent degraded ended once that is
+ * done (the hand-back may find the store back). Resolves within the book's wait.
+ */
+export function closeParts(parts: TieredParts): Promise<void> {
+  const { leases } = parts;
+  const held = [...leases.values()];
+  parts.sightings.clear();
+  // The listeners stay: a request made before, or a hand-back, that fails later is still reported.
+  return parts.book
+    .close(held, () => leases.clear(), parts.calls.close())
+    .finally(() => parts.store.guard.end());
 }
