@@ -1,8 +1,8 @@
 import { type BucketOp, type BucketReply, StoreError, StoreReplyError } from '@tiered-limiter/core';
 import { byNode } from './by-node.js';
 import { asError, type RedisClientAdapter } from './client/adapter.js';
-import type { Pending } from './coalescer.js';
 import { type EncodableOp, encodeOps, readReplies } from './ops-codec.js';
+import type { Pending } from './pending-ops.js';
 import { APPLY_SCRIPT } from './scripts.js';
 
 /** An op waiting in the store's coalescer: a bucket op, or a heartbeat or reset entry. */

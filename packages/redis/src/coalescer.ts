@@ -1,58 +1,7 @@
-import { type CallerWait, StoreWithdrawnError } from '@tiered-limiter/core';
+import { StoreWithdrawnError } from '@tiered-limiter/core';
 import Queue from 'yocto-queue';
+import type { Destination, Pending, Send } from './pending-ops.js';
 import { SlotOrder } from './slot-order.js';
-
-/** How a `RedisStore` gathers ops into round trips. */
-export interface CoalesceOptions {
-  /**
-   * Most bucket keys one call carries. A call holds the server for about 5 µs per key-op plus
-   * a fixed 3–4 µs (Redis 7.0, loopback), so 32 keys keep a call near 0.2 ms of server time and
-   * other clients of the same Redis are not held up behind it.
-   * @default 32
-   */
-  maxKeysPerCall?: number;
-  /**
-   * Calls in flight at once to one destination (the server, or one Cluster master). Ops that
-   * arrive while that many are out wait for the first reply and go together: no latency is
-   * added at low load, and under load the batches grow by themselves (group commit). While they
-   * are all out, one more call of background ops alone (a sync's, hand-backs) may leave. Another
-   * client's command waits behind the calls already queued at the server: with the two-tier
-   * limiter on 100,000 keys, another client's PING p99 read 3.9 ms at 4 and 1.3–2.1 ms at 1
-   * (0.55 ms idle), at the same decisions/s; the per-request tier needs the 4 (at 1, 88 k
-   * decisions/s against 155 k). Lower it where other clients' latency matters more.
-   * @default 4
-   */
-  maxInFlight?: number;
-}
-
-/** One op waiting for its round trip: its place in a call and how to settle its caller. */
-export interface Pending<Op, Reply> {
-  readonly op: Op;
-  /** The op's Redis keys (all in one slot). */
-  readonly keys: readonly string[];
-  /** The Cluster slot of `keys`, or 0 on a standalone server. */
-  readonly slot: number;
-  /** No request waits on it: ops that requests wait on leave first. */
-  readonly background: boolean;
-  /**
-   * A background op that no later op of its key may leave ahead of: it carries a charge (tokens
-   * already admitted) that a later look or take must see. Other background ops (a sync's report
-   * and lease, a hand-back) may be overtaken: a take that runs before a hand-back sees fewer
-   * tokens, never more.
-   */
-  readonly keyOrdered?: boolean | undefined;
-  /** Whether its caller still waits: an op given up on while queued is dropped unsent. */
-  readonly wait?: CallerWait | undefined;
-  resolve(reply: Reply): void;
-  reject(error: unknown): void;
-}
-
-/**
- * Sends one round trip to one destination: a batch per slot (a standalone server has one) and
- * settles every op in it, whatever happens. It never resends: an op whose call failed may have
- * run, and running it twice would count its tokens twice.
- */
-export type Send<Op, Reply> = (batches: readonly (readonly Pending<Op, Reply>[])[]) => Promise<void>;
 
 /** Counters of a coalescer since it was made. */
 export interface CoalescerStats {
@@ -64,24 +13,6 @@ export interface CoalescerStats {
   readonly keys: number;
   /** Ops dropped unsent: their caller's deadline passed while they were queued. */
   readonly withdrawn: number;
-}
-
-/**
- * A destination's queues. yocto-queue takes from the head in O(1): an array's `splice(0, n)` moved
- * the rest of the queue for every call, 12 % of the CPU of a `close()` that queued 100,000 hand-backs.
- */
-interface Destination<Op, Reply> {
-  /** Ops requests wait on, in arrival order. */
-  readonly waited: Queue<Pending<Op, Reply>>;
-  /** Background ops (a sync's), in arrival order. */
-  readonly background: Queue<Pending<Op, Reply>>;
-  inFlight: number;
-  /** Whether the call of background ops alone that may leave beside `inFlight` full calls is out. */
-  backgroundCallOut: boolean;
-  /** Queued `keyOrdered` ops by their first key, in arrival order: a waited op takes its key's along. */
-  readonly backgroundByKey: Map<string, Pending<Op, Reply>[]>;
-  /** Background ops sent ahead of a waited op of their key, still in `background`, to be skipped there. */
-  readonly sentAhead: Set<Pending<Op, Reply>>;
 }
 
 /**

@@ -1,5 +1,6 @@
 export type { LuaScript, RedisClientAdapter, RedisClientLike, ScriptCall } from './client/adapter.js';
-export type { CoalesceOptions, CoalescerStats } from './coalescer.js';
+export type { CoalesceOptions } from './coalesce-options.js';
+export type { CoalescerStats } from './coalescer.js';
 export {
   DEFAULT_MAX_IN_FLIGHT,
   DEFAULT_MAX_KEYS_PER_CALL,

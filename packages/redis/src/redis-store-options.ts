@@ -1,5 +1,5 @@
 import type { RedisClientLike } from './client/adapter.js';
-import type { CoalesceOptions } from './coalescer.js';
+import type { CoalesceOptions } from './coalesce-options.js';
 
 /** Options of `RedisStore`. */
 export interface RedisStoreOptions {

@@ -10,7 +10,8 @@ import {
 import calculateSlot from 'cluster-key-slot';
 import { applySender, type StoreOp } from './apply-calls.js';
 import { adapterFor, type RedisClientAdapter } from './client/adapter.js';
-import { type CoalesceOptions, Coalescer, type CoalescerStats } from './coalescer.js';
+import type { CoalesceOptions } from './coalesce-options.js';
+import { Coalescer, type CoalescerStats } from './coalescer.js';
 import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_KEYS_PER_CALL, MAX_SHARDS } from './defaults.js';
 import {
   assertPrefix,
