@@ -8,8 +8,14 @@ import {
   StoreTimeoutError,
 } from '@tiered-limiter/core';
 import type { RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
-import { bucketKey, createRedisLimiter, createTieredLimiter } from '@tiered-limiter/redis';
 import {
+  bucketKey,
+  createRedisLimiter,
+  createTieredLimiter,
+  type RedisTieredLimiterOptions,
+} from '@tiered-limiter/redis';
+import {
+  CLIENT_KINDS,
   type ClientKind,
   connectServer,
   findBinary,
@@ -92,6 +98,7 @@ async function subject(
   client: ClientKind,
   port = server.port,
   timeoutMs = TIMEOUT_MS,
+  tieredOptions: Partial<RedisTieredLimiterOptions> = {},
 ): Promise<Subject> {
   // As the ACL's user on the file's server; another server (restarted, empty of users) as default.
   const override = port === server.port ? { username: USER, password: PASSWORD } : {};
@@ -106,7 +113,9 @@ async function subject(
     timeoutMs,
   } as const;
   const limiter =
-    kind === 'request' ? createRedisLimiter(options) : createTieredLimiter({ ...options, instances: 4 });
+    kind === 'request'
+      ? createRedisLimiter(options)
+      : createTieredLimiter({ ...options, instances: 4, ...tieredOptions });
   limiters.push(limiter);
   const s: Subject = { limiter, prefix, failures: [], degraded: [], recovered: [] };
   limiter.on('failure', (error) => s.failures.push(error));
@@ -240,7 +249,7 @@ const REFUSALS: Record<string, Refusal> = {
 
 describe.each(Object.keys(REFUSALS))('Redis refuses the call: %s', (name) => {
   const refusal = REFUSALS[name]!;
-  describe.each(['ioredis', 'node-redis'] as const)('%s', (client) => {
+  describe.each(CLIENT_KINDS)('%s', (client) => {
     it.each(['request', 'tiered'] as const)(
       '%s limiter: its policy in time, the reply named, nothing counted, back by itself',
       async (kind) => {
@@ -297,7 +306,7 @@ describe('a restart that loads a large dataset (LOADING)', () => {
     loadingDir = undefined;
   });
 
-  it.each(['ioredis', 'node-redis'] as const)(
+  it.each(CLIENT_KINDS)(
     '%s: the policy while it loads, back on Redis within a reconnect and a cooldown of its end',
     async (client) => {
       loadingDir = makeTempDir('loading');
@@ -366,7 +375,13 @@ describe('buckets evicted under maxmemory (allkeys-*)', () => {
   }
 
   it('an evicted bucket reads full (a gift of what was taken), and a lease handed back to it adds nothing past its capacity', async () => {
-    const tiered = await subject('tiered', 'ioredis', server.port, 1000);
+    // One lease that lives through the test, and no sync: a sync op between the eviction and
+    // close() leased anew from the bucket read full, and the two tokens spent from that lease were
+    // rightly counted (38 where the test reads 40: 4 of 12 runs at a load of 12 on the 2 cores).
+    const tiered = await subject('tiered', 'ioredis', server.port, 1000, {
+      sync: false,
+      lease: { ttlMs: 60_000, minBatch: 20 },
+    });
     const reader = createRedisLimiter({
       redis: admin,
       prefix: tiered.prefix,
@@ -378,8 +393,9 @@ describe('buckets evicted under maxmemory (allkeys-*)', () => {
     // The two-tier limiter leases tokens from the bucket and spends some of them in process.
     const spent = await drive(tiered.limiter, ['e', 'e', 'e', 'e', 'e']);
     expect(spent.every((t) => t.decision.allowed)).toBe(true);
-    const before = (await reader.peek('e')).remaining;
-    expect(before).toBeLessThan(SLOW.capacity - 4);
+    // Its first request leased (`minBatch`), a quarter of the bucket at most: 10, 5 of them spent here
+    // unknown to the bucket, 3 left after two more (above the low water of 2.5: no refill).
+    expect((await reader.peek('e')).remaining).toBe(SLOW.capacity - 10);
     // The request limiter's own key: 10 taken.
     await drive(
       reader,
@@ -389,9 +405,9 @@ describe('buckets evicted under maxmemory (allkeys-*)', () => {
 
     const evicted = await evictAll();
     expect(evicted).toBeGreaterThanOrEqual(2);
-    // Every key went (the two-tier limiter's sync may write its bucket again at any moment; the
-    // per-request one writes nothing unasked).
+    // Every key went, and neither limiter writes one unasked.
     expect(await admin.exists(bucketKey(tiered.prefix, 'r', SLOW.name))).toBe(0);
+    expect(await admin.exists(bucketKey(tiered.prefix, 'e', SLOW.name))).toBe(0);
 
     // The lease it holds still serves it, and closing hands back what is left of it: to a bucket
     // that no longer holds that lease, so nothing comes back, and the bucket stays at its capacity.
@@ -400,8 +416,7 @@ describe('buckets evicted under maxmemory (allkeys-*)', () => {
     // Its tokens on top of a bucket read full again are not announced past the limit (42 of 40 before).
     for (const t of onLease) expect(t.decision.remaining).toBeLessThanOrEqual(SLOW.capacity);
     await tiered.limiter.close();
-    // Only a background call (a sync's, a heartbeat) the full server refused while it evicted.
-    for (const e of tiered.failures) expect(e).toMatchObject({ reply: 'OOM' });
+    expect(tiered.failures).toEqual([]);
     expect((await reader.peek('e')).remaining).toBe(SLOW.capacity);
     // The per-request key reads full again: its 10 tokens are given back, once.
     expect((await reader.consume('r')).remaining).toBe(SLOW.capacity - 1);
@@ -409,7 +424,7 @@ describe('buckets evicted under maxmemory (allkeys-*)', () => {
 });
 
 describe('a key whose value is not a bucket, in a coalesced call (WRONGTYPE)', () => {
-  it.each(['ioredis', 'node-redis'] as const)(
+  it.each(CLIENT_KINDS)(
     '%s: only its own requests take the policy; the call’s other keys are decided by Redis, counted once',
     async (client) => {
       const s = await subject('request', client, server.port, 1000);
