@@ -88,7 +88,7 @@ describe('an event-loop stall of this process, Redis healthy', () => {
         busyLoop(STALL_MS);
         decisions.push(...(await Promise.all(pending)));
         // Round by round: a stall that failed calls shows here, before the breaker hides the next.
-        expect(failures.map((e) => e.code)).toEqual([]);
+        expect(failures.map((e) => `${e.code} ${e.message}`)).toEqual([]);
       }
       // The stall caught every request in flight, each past its timeout.
       expect(stalledInFlight).toBe(ROUNDS * IN_FLIGHT);
@@ -97,6 +97,80 @@ describe('an event-loop stall of this process, Redis healthy', () => {
       expect(decisions.every((d) => d.allowed)).toBe(true);
       expect(limiter.degraded).toBe(false);
       expect(limiter.stats().decisions.fallback).toBe(0);
+      await limiter.close();
+    },
+  );
+});
+
+// A stall that ends just before a call's deadline hides from the timer: it runs on time, and the
+// reply that came during the stall waits unread in the socket, because a turn of the event loop
+// runs its timers before its poll phase. In the bench's accuracy rows (8 processes on 2 cores) a
+// worker descheduled for most of a call's 20 ms, then resumed in its check phase (its loop yields
+// with `setImmediate`), called 3–36 such timeouts a run, each a policy decision, each counted
+// toward the breaker. The guard must look at the socket once past the deadline before it calls a
+// timeout. A long timeout here leaves Redis the whole stall to answer even on 2 busy cores.
+const LONG_TIMEOUT_MS = 300;
+/** How long before the timer's time the thread wakes to spin: a woken thread waited ms for a core. */
+const WAKE_MARGIN_MS = 20;
+const EDGE_ROUNDS = 6;
+
+/** The next turn's check phase: after its timers and poll, as a worker yielding with `setImmediate`. */
+const checkPhase = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** The monotonic clock in ms, as libuv reads it to run timers (whole ms, floored). */
+const loopClockMs = () => Number(process.hrtime.bigint() / 1_000_000n);
+
+/** What `Atomics.wait` sleeps on: nothing ever wakes it, so it sleeps out its time. */
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Stalls this thread until a timer of `timeoutMs` set at libuv's loop time `setAtMs` (read just
+ * before the call that set it) has just expired. The timer then runs a fraction of a ms past its
+ * time (well within the guard's 2 ms), in the timers phase before the next poll phase. Asleep, as
+ * a descheduled process is, but for the last ms: a thread that spun for the whole timeout was
+ * preempted as it ended on 2 busy cores, and its timer ran 4–25 ms late. (Where the call crossed
+ * into the next ms, or libuv reads a coarse clock, the timer has not expired yet: the poll phase
+ * then reads the reply first, and the round shows nothing, before the fix as after.)
+ */
+function stallUntilJustExpired(setAtMs: number, timeoutMs: number): void {
+  const expiresBy = setAtMs + timeoutMs + 0.2;
+  const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
+  Atomics.wait(sleeper, 0, 0, Math.max(0, expiresBy - nowMs() - WAKE_MARGIN_MS));
+  while (nowMs() < expiresBy) {
+    // spin
+  }
+}
+
+describe('a stall of this process that ends just past the deadline, Redis healthy', () => {
+  it.each(Object.entries(makers))(
+    '%s: the reply waiting in the socket wins, no policy decision',
+    async (name) => {
+      const store = new RedisStore({ redis, prefix: uniquePrefix('stall-edge') });
+      const options = { store, limits: LIMIT, failurePolicy: 'closed', timeoutMs: LONG_TIMEOUT_MS } as const;
+      const limiter = name === 'TieredLimiter' ? new TieredLimiter(options) : new RequestLimiter(options);
+      const failures: StoreError[] = [];
+      limiter.on('failure', (error) => failures.push(error));
+      const startOps = limiter instanceof TieredLimiter ? 1 : 0;
+      await untilSent(() => store.stats().ops >= startOps);
+      const decisions: Decision[] = [];
+      // Rounds enough that some, at least, stall to just past the timer's time: a round whose thread
+      // woke late, or whose timer other work held up, ends more than 2 ms late, as the first test's.
+      for (let round = 0; round < EDGE_ROUNDS; round++) {
+        await checkPhase();
+        const opsBefore = store.stats().ops;
+        const setAtMs = loopClockMs();
+        const decision = limiter.consume(`edge-${round}`);
+        await untilSent(() => store.stats().ops > opsBefore);
+        expect(store.stats().ops - opsBefore).toBe(1);
+        // Redis answers during the stall; the timer then runs on time, in the timers phase that
+        // follows this check phase, with the reply unread in the socket.
+        stallUntilJustExpired(setAtMs, LONG_TIMEOUT_MS);
+        decisions.push(await decision);
+      }
+      expect(failures.map((e) => `${e.code} ${e.message}`)).toEqual([]);
+      expect(decisions.filter((d) => d.tier === 'fallback')).toEqual([]);
+      expect(decisions.every((d) => d.allowed)).toBe(true);
+      expect(limiter.degraded).toBe(false);
       await limiter.close();
     },
   );

@@ -97,7 +97,11 @@ describe('RequestLimiter', () => {
   );
 
   it('bounds the wait by timeoutMs when the store hangs', async () => {
-    vi.useFakeTimers();
+    // The guard's verdict waits for the poll phase after its timer: a real immediate, not a fake
+    // one run 1 ms on.
+    vi.useFakeTimers({
+      toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date', 'performance'],
+    });
     const pending = consumeWhileHanging(setup({ failurePolicy: 'open', timeoutMs: 15 }));
     await vi.advanceTimersByTimeAsync(15);
     expect((await pending).error?.code).toBe('ERR_TL_STORE_TIMEOUT');

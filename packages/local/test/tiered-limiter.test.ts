@@ -367,7 +367,11 @@ describe('TieredLimiter when the store fails', () => {
   });
 
   it('answers within the timeout when the store hangs', async () => {
-    vi.useFakeTimers();
+    // The guard's verdict waits for the poll phase after its timer: a real immediate, not a fake
+    // one run 1 ms on.
+    vi.useFakeTimers({
+      toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date', 'performance'],
+    });
     const pending = consumeWhileHanging(setup({ failurePolicy: 'open', timeoutMs: 20 }));
     await vi.advanceTimersByTimeAsync(19);
     let done = false;

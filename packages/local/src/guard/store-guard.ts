@@ -27,9 +27,9 @@ export type {
 export { NOTHING_SENT } from './guard-types.js';
 
 /**
- * How late, in ms, the timeout's timer may fire before the guard suspects its own event loop
- * rather than the store: a timer that fires this much past its time was held up by a stall of
- * this process (a busy loop, a long GC), during which the store's reply may have arrived too.
+ * How late, in ms, the timeout's timer may fire before the guard records a stall of its own event
+ * loop (a busy loop, a long GC, the process descheduled): one that fires this much past its time
+ * lengthens the budgets begun before it (`deadlineOf`) and says how late it ran in its error.
  */
 const STALL_SUSPECT_MS = 2;
 
@@ -148,8 +148,8 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
    * made at all while the breaker refuses (build an op inside it, so that nothing it carries is
    * taken from the caller's books unless it is sent). Never rejects: a failure, a timeout or an
    * open breaker resolves `{ ok: false, error }`, and a failure is reported on the `failure`
-   * event. A timer that fires late because this process stalled gives the reply one more turn
-   * of the event loop, so that a stall of its own never counts against the store. `call` gets
+   * event. A timeout gives the reply one more turn of the event loop (its poll phase) before
+   * it is called, so that a reply this process had not yet read never counts against the store. `call` gets
    * the attempt's `CallerWait` to pass to `GlobalStore.apply`: an op still queued in the store
    * when the timeout gives up is dropped unsent. `refused`, if given, weighs the value first: a
    * value it refuses is a failure of the store's (a custom store's malformed reply), as a rejection is.
@@ -192,14 +192,17 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
       };
       const due = performance.now() + timeoutMs;
       const timer = setTimeout(() => {
-        // Fired late: this process stalled, and the reply may be waiting in a socket. Let the
-        // poll phase read it (immediates run after it) before blaming the store, and say how
-        // late the timer ran if it still times out.
+        // Timers run before the poll phase of a turn of the event loop: a reply that came while
+        // this process was busy or descheduled waits unread in the socket, even when the stall
+        // ended before the deadline and the timer runs on time. The poll phase reads it
+        // (immediates run after it) before the store is blamed: a timeout is called only once the
+        // process has looked for the reply after the deadline. Said how late the timer ran.
         const firedAt = performance.now();
         const late = firedAt - due;
-        if (late <= STALL_SUSPECT_MS) return fail();
-        lateMs = late;
-        this.#stalls.record(due, firedAt);
+        if (late > STALL_SUSPECT_MS) {
+          lateMs = late;
+          this.#stalls.record(due, firedAt);
+        }
         setImmediate(fail);
       }, timeoutMs);
       // A limiter's timers never keep a process alive.
