@@ -4,8 +4,9 @@ import { fileURLToPath } from 'node:url';
 
 /**
  * What the machine and Redis were like while a row ran. A failure-policy decision while Redis
- * answered every probe is the process's fault (its own event loop stalled past the store timeout),
- * not the store's: the tables mark such rows, beside the loop delay that explains them.
+ * answered every probe (within 1 s, not within the store timeout) is marked, beside the loop delay
+ * and the other client's p99 that explain it: traced on 2 cores, the 8-process rows' breaker
+ * openings were Redis waiting 94–271 ms for a core, not the deciding process (docs/DECISIONS.md).
  */
 export interface Health {
   /** Every probe PING answered, without error, within `PROBE_TIMEOUT_MS`; null when not probed. */
@@ -130,7 +131,8 @@ export const POLICY_NOTE =
   '**policy**: decisions made by the failure policy (a store call failed or timed out), not by the limit: ' +
   'counted apart, never as admitted or denied by the limit. **⚠**: policy decisions while Redis answered ' +
   `every probe (a PING every ${PROBE_EVERY_MS} ms from a client in a process of its own, late past ` +
-  `${PROBE_TIMEOUT_MS} ms counted as failed): the timeout fired because the deciding process's own event loop ` +
-  "stalled, as **loop p99 / max** (`monitorEventLoopDelay`) shows. **other client p99**: that probe's PING " +
+  `${PROBE_TIMEOUT_MS} ms counted as failed), not within the store timeout: Redis waited for a core, as ` +
+  '**other client p99** shows, or the deciding process did, as **loop p99 / max** (`monitorEventLoopDelay`) ' +
+  "shows. **other client p99**: that probe's PING " +
   'latency, what another user of the server saw meanwhile. `—`: the limiter ' +
   "cannot tell (rate-limiter-flexible's insurance limiter decides silently).";
