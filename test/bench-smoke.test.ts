@@ -148,6 +148,7 @@ function expectAccounted(row: Row, probed = true) {
   expect(typeof health.redisHealthy, `${row.name}: health.redisHealthy`).toBe('boolean');
   const probe = health.probe as Record<string, unknown>;
   expect(probe.sent as number, `${row.name}: the probe PINGed`).toBeGreaterThan(0);
+  expect(probe.slow as number, `${row.name}: the probe counted its slow PINGs`).toBeGreaterThanOrEqual(0);
   expectFinite(row.name, probe, ['p50Ms', 'p99Ms', 'maxMs'], 'health.probe.');
 }
 
@@ -340,9 +341,22 @@ describe('pnpm bench --quick', () => {
       ...results.rows.accuracy,
       ...results.rows.fleet,
     ].filter((row) => policyTotal(row) > 0 && (row.health as { redisHealthy: boolean }).redisHealthy);
+    // Apart: the rows whose probe saw Redis slower than the store timeout (⧗), and the others (⚠).
+    const slowPings = (row: (typeof marked)[number]) =>
+      (row.health as { probe: { slow?: number } | null }).probe?.slow ?? 0;
+    const own = marked.filter((row) => slowPings(row) === 0);
+    const slow = marked.filter((row) => slowPings(row) > 0);
     const last = results.headline.at(-1)!;
     if (marked.length === 0) expect(last).toBe('No failure-policy decision while Redis was healthy.');
-    else for (const row of marked) expect(last).toContain(row.name);
+    else if (own.length === 0)
+      expect(last).toMatch(/^No failure-policy decision while Redis answered every probe within/);
+    else {
+      expect(last).toMatch(/^⚠ /);
+      for (const row of own) expect(last).toContain(row.name);
+    }
+    const slowLine = results.headline.find((l) => l.startsWith('⧗ '));
+    if (slow.length === 0) expect(slowLine).toBeUndefined();
+    else for (const row of slow) expect(slowLine).toContain(`${row.name} (`);
   });
 
   it('writes the markdown, with a policy column and its ⚠ note, the JSON and the chart', () => {
@@ -360,7 +374,8 @@ describe('pnpm bench --quick', () => {
     ])
       expect(md).toContain(`| ${name} |`);
     expect(md).toContain('| policy |');
-    expect(md).toContain('**⚠**: policy decisions while Redis answered every probe');
+    expect(md).toContain('**⚠**: policy decisions while the probe saw Redis answer every PING within');
+    expect(md).toContain('**⧗**: policy decisions while Redis answered every PING, but some slower');
     const json = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')) as Results;
     expect(json.rows.throughput).toHaveLength(ON_REDIS.length);
     const svg = readFileSync(join(out, 'latest.svg'), 'utf8');

@@ -1,12 +1,13 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { DEFAULT_TIMEOUT_MS } from '@tiered-limiter/local';
 
 /**
  * What the machine and Redis were like while a row ran. A failure-policy decision while Redis
- * answered every probe (within 1 s, not within the store timeout) is marked, beside the loop delay
- * and the other client's p99 that explain it: traced on 2 cores, the 8-process rows' breaker
- * openings were Redis waiting 94–271 ms for a core, not the deciding process (docs/DECISIONS.md).
+ * answered every probe is marked (`policyMark`): as the deciding process's own fault when every
+ * PING came within the store timeout, else as Redis being slow at times, which on 2 shared cores
+ * it was (the 8-process rows' breaker openings, traced: Redis waiting 94–271 ms for a core; docs/DECISIONS.md).
  */
 export interface Health {
   /** Every probe PING answered, without error, within `PROBE_TIMEOUT_MS`; null when not probed. */
@@ -21,6 +22,11 @@ export interface Health {
 export interface ProbeReport {
   readonly sent: number;
   readonly failed: number;
+  /**
+   * PINGs answered, but slower than `PROBE_SLOW_MS`: moments when a limiter's call would have
+   * timed out on Redis's side, not its own. Absent in results written before it was counted.
+   */
+  readonly slow?: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly maxMs: number;
@@ -29,6 +35,8 @@ export interface ProbeReport {
 export const PROBE_EVERY_MS = 10;
 /** A PING unanswered this long counts as Redis not healthy. */
 export const PROBE_TIMEOUT_MS = 1000;
+/** A PING answered slower than this, the limiters' default store timeout, counts as slow. */
+export const PROBE_SLOW_MS = DEFAULT_TIMEOUT_MS;
 const PROBE_WORKER = fileURLToPath(new URL('./probe-worker.mjs', import.meta.url));
 
 /** Windows of a probe: `window()` starts one, its `stop()` resolves what the probe saw in it. */
@@ -51,7 +59,7 @@ export class Probe implements ProbeWindows {
   }
 
   static async start(url: string): Promise<Probe> {
-    const options = { url, everyMs: PROBE_EVERY_MS, timeoutMs: PROBE_TIMEOUT_MS };
+    const options = { url, everyMs: PROBE_EVERY_MS, timeoutMs: PROBE_TIMEOUT_MS, slowMs: PROBE_SLOW_MS };
     const child = fork(PROBE_WORKER, [JSON.stringify(options)], { execArgv: [], stdio: 'inherit' });
     const probe = new Probe(child);
     await probe.#next('ready');
@@ -112,12 +120,31 @@ export interface PolicyCount {
   readonly denied: number;
 }
 
-/** The policy cell of a table: `—` unknown, `0`, or the count, marked `⚠` when Redis was healthy. */
+/**
+ * How a row's policy decisions read against the probe: `'own'` (⚠) when Redis answered every
+ * probe within the store timeout, so the timeouts were the deciding process's (the target that a
+ * stall of its own never opens the breaker, missed); `'slow'` (⧗) when it answered every probe
+ * but some slower than the store timeout, so the policy did as declared for a slow Redis;
+ * `undefined` when there were none, or Redis failed probes, or there was no probe.
+ */
+export function policyMark(policy: PolicyCount | null, health: Health): 'own' | 'slow' | undefined {
+  if (policy === null || policy.allowed + policy.denied === 0 || health.redisHealthy !== true)
+    return undefined;
+  return (health.probe?.slow ?? 0) > 0 ? 'slow' : 'own';
+}
+
+/** The sign of `policyMark` in a table. */
+export const MARK_SIGN = { own: '⚠', slow: '⧗' } as const;
+
+/** The policy cell of a table: `—` unknown, `0`, or the count, marked as `policyMark` says. */
 export function policyCell(policy: PolicyCount | null, health: Health): string {
   if (policy === null) return '—';
   const total = policy.allowed + policy.denied;
   if (total === 0) return '0';
-  return health.redisHealthy ? `${total.toLocaleString('en-US')} ⚠` : total.toLocaleString('en-US');
+  const mark = policyMark(policy, health);
+  return mark === undefined
+    ? total.toLocaleString('en-US')
+    : `${total.toLocaleString('en-US')} ${MARK_SIGN[mark]}`;
 }
 
 /** `p99 / max` of the event-loop delay, in ms. */
@@ -129,10 +156,11 @@ export function loopCell(health: Pick<Health, 'loopDelayP99Ms' | 'loopDelayMaxMs
 /** The note under every table with a policy column. */
 export const POLICY_NOTE =
   '**policy**: decisions made by the failure policy (a store call failed or timed out), not by the limit: ' +
-  'counted apart, never as admitted or denied by the limit. **⚠**: policy decisions while Redis answered ' +
-  `every probe (a PING every ${PROBE_EVERY_MS} ms from a client in a process of its own, late past ` +
-  `${PROBE_TIMEOUT_MS} ms counted as failed), not within the store timeout: Redis waited for a core, as ` +
-  '**other client p99** shows, or the deciding process did, as **loop p99 / max** (`monitorEventLoopDelay`) ' +
-  "shows. **other client p99**: that probe's PING " +
-  'latency, what another user of the server saw meanwhile. `—`: the limiter ' +
-  "cannot tell (rate-limiter-flexible's insurance limiter decides silently).";
+  'counted apart, never as admitted or denied by the limit. The probe is a client in a process of its own ' +
+  `(a PING every ${PROBE_EVERY_MS} ms; late past ${PROBE_TIMEOUT_MS} ms counted as failed). **⚠**: policy ` +
+  `decisions while the probe saw Redis answer every PING within the ${PROBE_SLOW_MS} ms store timeout: the ` +
+  "timeouts were the deciding process's own, as **loop p99 / max** (`monitorEventLoopDelay`) shows. **⧗**: " +
+  `policy decisions while Redis answered every PING, but some slower than ${PROBE_SLOW_MS} ms (Redis waited ` +
+  'for a core on 2 shared cores): the policy did as declared for a slow store. **other client p99**: that ' +
+  "probe's PING latency, what another user of the server saw meanwhile. `—`: the limiter cannot tell " +
+  "(rate-limiter-flexible's insurance limiter decides silently).";

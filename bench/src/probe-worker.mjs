@@ -1,10 +1,11 @@
 // The bench's Redis probe, in a process of its own so that neither its verdict nor its latencies
 // depend on the bench's event loop: a PING every `everyMs` on its own connection, each failed or
-// late past `timeoutMs` counted. Over IPC: `start` begins a window, `stop` ends it and is answered
+// late past `timeoutMs` counted, and those answered slower than `slowMs` (the limiters' store
+// timeout) counted apart. Over IPC: `start` begins a window, `stop` ends it and is answered
 // with the window's report. Exits when the parent disconnects.
 import { Redis } from 'ioredis';
 
-const { url, everyMs, timeoutMs } = JSON.parse(process.argv[2]);
+const { url, everyMs, timeoutMs, slowMs } = JSON.parse(process.argv[2]);
 const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
 redis.on('error', () => {});
 await redis.connect();
@@ -51,7 +52,14 @@ process.on('message', (message) => {
       const sorted = latencies.sort((a, b) => a - b);
       process.send({
         type: 'report',
-        report: { sent, failed, p50Ms: at(sorted, 0.5), p99Ms: at(sorted, 0.99), maxMs: sorted.at(-1) ?? 0 },
+        report: {
+          sent,
+          failed,
+          slow: sorted.filter((ms) => ms > slowMs).length,
+          p50Ms: at(sorted, 0.5),
+          p99Ms: at(sorted, 0.99),
+          maxMs: sorted.at(-1) ?? 0,
+        },
       });
     });
   }

@@ -6,7 +6,7 @@ import type { ClusterRow } from './cluster.js';
 import type { ColdRow } from './cold.js';
 import type { FleetRow } from './fleet-sim.js';
 import { count, duration, markdownTable, percent, small, textTable, times } from './format.js';
-import type { Health } from './health.js';
+import { type Health, type PolicyCount, PROBE_SLOW_MS, policyCell, policyMark } from './health.js';
 import type { LoadRow } from './load.js';
 import type { MicroRow } from './micro.js';
 import { BUSY_ROW, IDLE_ROW, type NeighbourRow } from './neighbours.js';
@@ -146,21 +146,7 @@ export function headline(rows: Readonly<Record<string, readonly Named[]>>): stri
         `LocalLimiter (${duration(bucket.nsPerOp)}); performance.now() alone ${duration(clock.nsPerOp)}`,
     );
   }
-  const marked = Object.values(rows)
-    .flat()
-    .filter((r) => {
-      const row = r as {
-        policy?: { allowed: number; denied: number } | null;
-        health?: { redisHealthy: boolean | null };
-      };
-      // A row with no probe (a Cluster row runs on its own Cluster) had no fault injected either.
-      return row.health?.redisHealthy !== false && (row.policy?.allowed ?? 0) + (row.policy?.denied ?? 0) > 0;
-    });
-  lines.push(
-    marked.length === 0
-      ? 'No failure-policy decision while Redis was healthy.'
-      : `⚠ Failure-policy decisions while Redis was healthy in ${marked.length} row(s): ${marked.map((r) => r.name).join('; ')}`,
-  );
+  lines.push(...policyLines(Object.values(rows).flat() as MarkedRow[]));
   return lines;
 }
 
@@ -202,12 +188,11 @@ function fleetLines(rows: readonly FleetRow[]): string[] {
           ? ''
           : ` (sync ${perSecond(r.census.syncCalls)}, other ${perSecond(Math.max(0, r.roundTrips - r.census.syncCalls))}; ` +
             `out-of-band ops ${perSecond(r.census.outOfBand)}/s)`;
-      const policy = (r.policy?.allowed ?? 0) + (r.policy?.denied ?? 0);
       return (
         `Fleet of ${r.instances} two-tier instances, 10 keys, 10,000 req/s: ${count(r.redisCallsPerSecond)} Redis ` +
         `calls/s${split}, ${r.timesFewerCalls === null ? '—' : times(r.timesFewerCalls)} fewer than per-request; ` +
         `${percent(r.storeWaits / Math.max(1, r.decisions), 2)} of decisions waited on the store; ` +
-        `policy ${count(policy)}${policy > 0 && r.health.redisHealthy ? ' ⚠' : ''}`
+        `policy ${policyCell(r.policy, r.health)}`
       );
     });
 }
@@ -335,4 +320,35 @@ export function markdownReport(
     parts.push(...section.notes(results.settings).map((note: string) => `- ${note}`));
   }
   return `${parts.join('\n')}\n`;
+}
+
+/** A row as the headline's policy lines read it: any section's. */
+type MarkedRow = { readonly name: string; readonly policy?: PolicyCount | null; readonly health?: Health };
+
+/**
+ * The headline's word on failure-policy decisions while Redis answered every probe: the rows
+ * where it was the deciding process's own doing (⚠, a missed target), and apart, the rows where
+ * the probe saw Redis slower than the store timeout (⧗, the policy doing as declared).
+ */
+export function policyLines(rows: readonly MarkedRow[]): string[] {
+  const marked = (mark: 'own' | 'slow') =>
+    rows.filter((r) => r.health !== undefined && policyMark(r.policy ?? null, r.health) === mark);
+  const own = marked('own');
+  const slow = marked('slow');
+  if (own.length === 0 && slow.length === 0) return ['No failure-policy decision while Redis was healthy.'];
+  const lines: string[] = [];
+  if (slow.length > 0) {
+    lines.push(
+      `⧗ Failure-policy decisions while Redis answered every probe, some PINGs slower than the ${PROBE_SLOW_MS} ms ` +
+        `store timeout, in ${slow.length} row(s): ` +
+        slow.map((r) => `${r.name} (${count(r.health!.probe!.slow ?? 0)} slow PINGs)`).join('; '),
+    );
+  }
+  lines.push(
+    own.length === 0
+      ? `No failure-policy decision while Redis answered every probe within the ${PROBE_SLOW_MS} ms store timeout.`
+      : `⚠ Failure-policy decisions while Redis answered every probe within the ${PROBE_SLOW_MS} ms store timeout ` +
+          `in ${own.length} row(s): ${own.map((r) => r.name).join('; ')}`,
+  );
+  return lines;
 }
