@@ -125,10 +125,11 @@ export interface PolicyCount {
  * probe within the store timeout, so the timeouts were the deciding process's (the target that a
  * stall of its own never opens the breaker, missed); `'slow'` (⧗) when it answered every probe
  * but some slower than the store timeout, so the policy did as declared for a slow Redis;
- * `undefined` when there were none, or Redis failed probes, or there was no probe.
+ * `undefined` when there were none, or Redis failed probes. A row with no probe (a Cluster row,
+ * on a Cluster of its own) had no fault injected either: `'own'`.
  */
 export function policyMark(policy: PolicyCount | null, health: Health): 'own' | 'slow' | undefined {
-  if (policy === null || policy.allowed + policy.denied === 0 || health.redisHealthy !== true)
+  if (policy === null || policy.allowed + policy.denied === 0 || health.redisHealthy === false)
     return undefined;
   return (health.probe?.slow ?? 0) > 0 ? 'slow' : 'own';
 }
