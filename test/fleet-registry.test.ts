@@ -47,4 +47,33 @@ describe('the fleet registry on Redis', () => {
     expect(a.stats().instances).toBe(1);
     await Promise.all([a.close(), alone.close()]);
   });
+
+  it('registers each instance under <prefix>:{%fleet} as a random UUID of its own (or its instanceId), and close() takes it out', async () => {
+    const client = redis.client(recommendedRedisOptions);
+    await whenReady(client);
+    const prefix = uniquePrefix('registry-ids');
+    const limiter = (instanceId?: string) =>
+      new TieredLimiter({
+        store: new RedisStore({ redis: client, prefix }),
+        limits: LIMIT,
+        failurePolicy: 'open',
+        instances: 1,
+        ...(instanceId === undefined ? {} : { instanceId }),
+      });
+    const [a, b, named] = [limiter(), limiter(), limiter('api-7')];
+    const key = `${prefix}:{%fleet}`;
+    const members = async () => (await client.zrange(key, 0, -1)).sort();
+    await waitUntil('three registrations', async () => (await members()).length === 3, BEATS_MS);
+    const ids = (await members()).filter((id) => id !== 'api-7');
+    expect(ids).toHaveLength(2);
+    for (const id of ids)
+      expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    // A registry that no instance beats again lapses as a key too.
+    expect(await client.pttl(key)).toBeGreaterThan(0);
+
+    await named.close();
+    expect(await members()).toEqual(ids.sort());
+    await Promise.all([a.close(), b.close()]);
+    expect(await client.exists(key)).toBe(0);
+  });
 });

@@ -14,6 +14,12 @@ interface Readme {
   /** Where the examples are written and run from: imports resolve from here. */
   readonly dir: string;
   readonly names: readonly string[];
+  /**
+   * The first lines of its ```ts blocks that are not examples: sketches with free names (a
+   * `limiter`, an `app`) that cannot run alone. Each is listed, so a new block that runs nowhere
+   * fails here until it is made an example or named a sketch on purpose.
+   */
+  readonly sketches: readonly string[];
 }
 
 const url = (path: string) => fileURLToPath(new URL(path, import.meta.url));
@@ -22,6 +28,7 @@ const READMES: readonly Readme[] = [
     file: url('../README.md'),
     dir: url('./.readme-examples/'),
     names: ['tiered', 'per-request', 'multi-limit', 'local', 'node-redis', 'prometheus', 'otel', 'shutdown'],
+    sketches: ["import { StoreReplyError } from '@tiered-limiter/core';"],
   },
   {
     file: url('../packages/http/README.md'),
@@ -38,6 +45,11 @@ const READMES: readonly Readme[] = [
       'migrate-express-rate-limit',
       'migrate-fastify-rate-limit',
       'migrate-rate-limiter-flexible',
+    ],
+    sketches: [
+      'expressRateLimit({ limiter: login, skipSuccessfulRequests: true }); // only failed logins count',
+      'server.close(async () => {',
+      'const check = createRateLimitCheck({ limiter });',
     ],
   },
 ];
@@ -72,6 +84,11 @@ afterAll(async () => {
 describe('README examples', () => {
   it.each(READMES)('finds the examples of $file', (readme) => {
     expect(examples.filter((e) => e.readme === readme).map((e) => e.name)).toEqual(readme.names);
+  });
+
+  it.each(READMES)('runs every ```ts block of $file, but for the sketches it names', (readme) => {
+    const firstLines = [...readFileSync(readme.file, 'utf8').matchAll(/```ts\n(.*)\n/g)].map((m) => m[1]!);
+    expect(firstLines.filter((line) => !line.startsWith('// example: '))).toEqual(readme.sketches);
   });
 
   it.each(examples)('$name runs', ({ name, code, readme }) => {
