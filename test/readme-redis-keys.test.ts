@@ -83,8 +83,8 @@ describe.each(KINDS)('%s: the keys it leaves in Redis', (kind) => {
     // One token short of full at 10/s: 100 ms to fill, + 5,000 + 50. Read a few ms after the take.
     const pttl = await redis.pttl(`${prefix}:{k}:ten`);
     expect(pttl).toBeLessThanOrEqual(100 + 5_000 + 50);
-    expect(pttl).toBeGreaterThan(5_000);
-    // The default (1,000 ms) would have given at most 1,150.
+    // The default (1,000 ms) gives at most 1,150: a read up to a second late still tells them apart.
+    expect(pttl).toBeGreaterThan(4_000);
   });
 
   it('shards given to the factory: keys become prefix:{s<n>}:tag:limitName, n below the shard count', async () => {
