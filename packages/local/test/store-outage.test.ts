@@ -165,6 +165,37 @@ describe.each(Object.keys(LIMITERS) as (keyof typeof LIMITERS)[])('%s while the 
     expect((await consumeMany(limiter, 'k', 10)).admitted).toBe(1);
   });
 
+  it('local policy: a capacity below the instance count keeps one token per instance, then the divided rate', async () => {
+    // 5 a minute over 10 instances: 0.5 each rounds to the one token a bucket needs to admit anything.
+    const limiter = make(kind, {
+      limits: defineLimit({ capacity: 5, refillPerSecond: 5 / 60, name: 'five-a-minute' }),
+      failurePolicy: 'local',
+      ...(kind === 'TieredLimiter' ? { instances: 10 } : { fallback: { instances: 10 } }),
+    });
+    expect(limiter.fallbackLimits?.[0]).toMatchObject({ capacity: 1, refillPerSecond: 5 / 600 });
+    store.mode = 'refuse';
+    const burst = await consumeMany(limiter, 'k', 3);
+    expect(burst.admitted).toBe(1);
+    // The next token at 5 a minute ÷ 10: 120 s.
+    expect(burst.last).toMatchObject({ allowed: false, retryAfterMs: 120_000 });
+  });
+
+  it.each(['open', 'closed'] as const)(
+    '%s policy: the decision read no bucket, remaining and resetMs are 0, a denial waits closedRetryAfterMs',
+    async (failurePolicy) => {
+      const limiter = await openedBreaker(kind, failurePolicy);
+      const decision = await limiter.consume('k');
+      expect(decision).toMatchObject({
+        allowed: failurePolicy === 'open',
+        tier: 'fallback',
+        policy: failurePolicy,
+        remaining: 0,
+        resetMs: 0,
+        retryAfterMs: failurePolicy === 'open' ? 0 : 1_000,
+      });
+    },
+  );
+
   it('local policy: setLimits during the outage keeps what each key spent, divided as before', async () => {
     const limiter = make(kind, LOCAL);
     store.mode = 'refuse';

@@ -176,8 +176,9 @@ export class FailurePolicyDecider {
 }
 
 /**
- * The global limits divided among `instances`: capacity rounded down (at least 1) and rate
- * divided, so `instances` processes falling back at once admit no more than the global limit.
+ * The global limits divided among `instances`: capacity rounded down and rate divided, so
+ * `instances` processes falling back at once admit no more than the global limit, but for a
+ * capacity below `instances`: each keeps one token, the least that admits anything (README).
  * A rate that division would take below `MIN_REFILL_PER_SECOND` stays there (one token in about
  * 11.6 days per instance): every valid limit divides into a working fallback.
  */
