@@ -1,4 +1,4 @@
-import { defineLimit, type Limiter } from '@tiered-limiter/core';
+import { defineLimit, type GlobalStore, type Limiter } from '@tiered-limiter/core';
 import { LocalLimiter, MemoryStore, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
 import { FakeClock } from '@tiered-limiter/test-harness';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -34,6 +34,30 @@ describe('peek in shadow mode says what a request would get: admitted, shadowDen
       limiter.block('b', 1_000);
       expect(await limiter.peek('b'), name).toMatchObject({ allowed: true, shadowDenied: true });
       expect(await limiter.consume('b'), name).toMatchObject({ allowed: true, shadowDenied: true });
+    }
+  });
+});
+
+describe('shadow mode while the store is away: the failure policy is watched too, never enforced', () => {
+  it("a 'closed' outage admits every request, marked shadowDenied, with the policy that would have denied", async () => {
+    const clock = new FakeClock(1_000);
+    const down = () => Promise.reject(new Error('store down'));
+    const refusing: GlobalStore = { apply: down, reset: down };
+    const common = { limits: FIVE, clock, shadow: true, failurePolicy: 'closed' as const };
+    const made: [string, Limiter][] = [
+      ['RequestLimiter', new RequestLimiter({ ...common, store: refusing })],
+      ['TieredLimiter', new TieredLimiter({ ...common, store: refusing, sync: false })],
+    ];
+    open.push(...made.map(([, l]) => l));
+    for (const [name, limiter] of made) {
+      for (let i = 0; i < 3; i++) {
+        expect(await limiter.consume('k'), name).toMatchObject({
+          allowed: true,
+          shadowDenied: true,
+          tier: 'fallback',
+          policy: 'closed',
+        });
+      }
     }
   });
 });
