@@ -1,3 +1,4 @@
+import { MessageChannel } from 'node:worker_threads';
 import { StoreError, StoreTimeoutError } from '@tiered-limiter/core';
 import { StoreGuard } from '@tiered-limiter/local';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -138,4 +139,32 @@ describe('StoreGuard: a timeout after a stall of this process', () => {
     expect(g.deadlineOf(before)).toBeLessThanOrEqual(settledAt + TIMEOUT_MS);
     expect(g.deadlineOf(settledAt)).toBe(settledAt + TIMEOUT_MS);
   });
+
+  it('counts a stall until the reply waiting past its timer is read: the budget after it starts there', async () => {
+    const g = new StoreGuard({ timeoutMs: TIMEOUT_MS, breaker: false });
+    // The reply waits in a port, read in the poll phase as a socket's is: posted before the stall.
+    const { port1, port2 } = new MessageChannel();
+    const before = performance.now();
+    const result = g.run(() => new Promise<number>((resolve) => port1.once('message', resolve)));
+    // Due just after the guard's timer: it holds up the turn between that timer and the poll phase,
+    // as a process descheduled there was on 2 busy cores (18–24 ms, with the replies unread).
+    const heldUp = setTimeout(() => busyFor(60), TIMEOUT_MS + 1);
+    port2.postMessage(1);
+    busyFor(40);
+    const outcome = await result;
+    const readAt = performance.now();
+    clearTimeout(heldUp);
+    port1.close();
+    expect(outcome).toEqual({ ok: true, value: 1 });
+    // Before, the stall ended where the timer ran, 60 ms before the read: a request's one more call
+    // after the stall had none of its timeout left (the two-tier limiter decided 56 requests by policy).
+    expect(g.deadlineOf(before) - readAt).toBeGreaterThanOrEqual(TIMEOUT_MS / 2);
+  });
 });
+
+function busyFor(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // this process stalls, as a long synchronous task or a descheduled thread makes it
+  }
+}

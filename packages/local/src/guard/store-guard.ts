@@ -144,15 +144,15 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
   }
 
   /**
-   * Runs `call` under the timeout and breaker: the one way to reach the store. `call` is not
-   * made at all while the breaker refuses (build an op inside it, so that nothing it carries is
-   * taken from the caller's books unless it is sent). Never rejects: a failure, a timeout or an
-   * open breaker resolves `{ ok: false, error }`, and a failure is reported on the `failure`
-   * event. A timeout gives the reply one more turn of the event loop (its poll phase) before
-   * it is called, so that a reply this process had not yet read never counts against the store. `call` gets
-   * the attempt's `CallerWait` to pass to `GlobalStore.apply`: an op still queued in the store
-   * when the timeout gives up is dropped unsent. `refused`, if given, weighs the value first: a
-   * value it refuses is a failure of the store's (a custom store's malformed reply), as a rejection is.
+   * Runs `call` under the timeout and breaker: the one way to reach the store. `call` is not made
+   * at all while the breaker refuses (build an op inside it, so that nothing it carries is taken
+   * from the caller's books unless it is sent). Never rejects: a failure, a timeout or an open
+   * breaker resolves `{ ok: false, error }`, and a failure is reported on the `failure` event. A
+   * timeout gives the reply one more turn of the event loop (its poll phase) before it is called,
+   * so that a reply this process had not yet read never counts against the store. `call` gets the
+   * attempt's `CallerWait` to pass to `GlobalStore.apply`: an op still queued in the store when the
+   * timeout gives up is dropped unsent. `refused`, if given, weighs the value first: a value it
+   * refuses is a failure of the store's (a custom store's malformed reply), as a rejection is.
    */
   run<T>(
     call: (wait: CallerWait) => Promise<T>,
@@ -191,13 +191,13 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
         resolve(this.#failed(new StoreTimeoutError(timeoutMs, lateMs)));
       };
       const due = performance.now() + timeoutMs;
+      let firedAt: number | undefined;
       const timer = setTimeout(() => {
-        // Timers run before the poll phase of a turn of the event loop: a reply that came while
-        // this process was busy or descheduled waits unread in the socket, even when the stall
-        // ended before the deadline and the timer runs on time. The poll phase reads it
-        // (immediates run after it) before the store is blamed: a timeout is called only once the
-        // process has looked for the reply after the deadline. Said how late the timer ran.
-        const firedAt = performance.now();
+        // Timers run before the poll phase of a turn of the event loop: a reply that came while this
+        // process was busy or descheduled waits unread in the socket, even when the stall ended before
+        // the deadline and the timer runs on time. The poll phase reads it (immediates run after it)
+        // before the store is blamed: a timeout only once the process has looked past the deadline.
+        firedAt = performance.now();
         const late = firedAt - due;
         if (late > STALL_SUSPECT_MS) {
           lateMs = late;
@@ -223,6 +223,9 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
           if (this.#state === 'closed') this.#consecutiveFailures = 0;
           return;
         }
+        // Read past its timer, before the verdict: this process had not looked, its stall lasted till now.
+        const readAt = performance.now();
+        if (firedAt !== undefined && readAt - due > STALL_SUSPECT_MS) this.#stalls.record(due, readAt);
         // Weighed here, in the reaction the answer already has: on a request's path, not a promise more.
         const refusal = refused?.(value);
         if (refusal !== undefined) return onError(refusal);
