@@ -85,3 +85,30 @@ describe('TieredLimiter: a stall of this process during a request on a slow stor
     expect(slowest).toBeLessThanOrEqual(TIMEOUT_MS + STALL_MS + MARGIN_MS);
   });
 });
+
+describe('TieredLimiter: a request whose budget runs out on a call still on its way', () => {
+  it('gets the policy, counted in stats().decisions.fallback, with no failure event: no call failed', async () => {
+    const limiter = new TieredLimiter({
+      store: new SlowStore(),
+      limits: HOT,
+      sync: false,
+      failurePolicy: 'closed',
+      timeoutMs: TIMEOUT_MS,
+      breaker: false,
+    });
+    open.push(limiter);
+    const failures: unknown[] = [];
+    limiter.on('failure', (error) => failures.push(error));
+    // 30 waiters on 5 tokens: the first refill answers at 150 ms; those it left out retry with
+    // 50 ms of their 200 left, on a refill that takes 150: the policy decides for them.
+    const decisions = await Promise.all(Array.from({ length: WAITERS }, () => limiter.consume('hot')));
+    const byPolicy = decisions.filter((d) => d.tier === 'fallback');
+    expect(byPolicy.length).toBeGreaterThan(0);
+    for (const d of byPolicy)
+      expect(d).toMatchObject({ allowed: false, policy: 'closed', error: { code: 'ERR_TL_STORE_TIMEOUT' } });
+    expect(limiter.stats().decisions.fallback).toBe(byPolicy.length);
+    // The late refills land (within their own timeouts): nothing failed, so nothing is reported as failed.
+    await new Promise((resolve) => setTimeout(resolve, 2 * ANSWER_MS));
+    expect(failures).toEqual([]);
+  });
+});
