@@ -45,6 +45,20 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((l) => l.close()));
 });
 
+/** A two-tier limiter on the `SlowStore`, no sync and no breaker: only the budget ends a request early. */
+function slowLimiter(): TieredLimiter {
+  const limiter = new TieredLimiter({
+    store: new SlowStore(),
+    limits: HOT,
+    sync: false,
+    failurePolicy: 'closed',
+    timeoutMs: TIMEOUT_MS,
+    breaker: false,
+  });
+  open.push(limiter);
+  return limiter;
+}
+
 function busyFor(ms: number): void {
   const until = performance.now() + ms;
   while (performance.now() < until) {
@@ -54,15 +68,7 @@ function busyFor(ms: number): void {
 
 describe('TieredLimiter: a stall of this process during a request on a slow store', () => {
   it('lengthens the budget its refills share by the stall, rather than granting a whole new timeout', async () => {
-    const limiter = new TieredLimiter({
-      store: new SlowStore(),
-      limits: HOT,
-      sync: false,
-      failurePolicy: 'closed',
-      timeoutMs: TIMEOUT_MS,
-      breaker: false,
-    });
-    open.push(limiter);
+    const limiter = slowLimiter();
     // A call that never answers: its timer, due at STUCK_DUE_MS, is the one the stall makes late.
     const STUCK_DUE_MS = ANSWER_MS - 10;
     const t0 = performance.now();
@@ -88,15 +94,7 @@ describe('TieredLimiter: a stall of this process during a request on a slow stor
 
 describe('TieredLimiter: a request whose budget runs out on a call still on its way', () => {
   it('gets the policy, counted in stats().decisions.fallback, with no failure event: no call failed', async () => {
-    const limiter = new TieredLimiter({
-      store: new SlowStore(),
-      limits: HOT,
-      sync: false,
-      failurePolicy: 'closed',
-      timeoutMs: TIMEOUT_MS,
-      breaker: false,
-    });
-    open.push(limiter);
+    const limiter = slowLimiter();
     const failures: unknown[] = [];
     limiter.on('failure', (error) => failures.push(error));
     // 30 waiters on 5 tokens: the first refill answers at 150 ms; those it left out retry with

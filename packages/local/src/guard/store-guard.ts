@@ -223,9 +223,9 @@ export class StoreGuard extends EventEmitter<GuardEvents> {
           if (this.#state === 'closed') this.#consecutiveFailures = 0;
           return;
         }
-        // Read past its timer, before the verdict: this process had not looked, its stall lasted till now.
-        const readAt = performance.now();
-        if (firedAt !== undefined && readAt - due > STALL_SUSPECT_MS) this.#stalls.record(due, readAt);
+        // Read past its timer, before the verdict: the stall lasted till now. One in time reads no clock.
+        const readAt = firedAt === undefined ? due : performance.now();
+        if (readAt - due > STALL_SUSPECT_MS) this.#stalls.record(due, readAt);
         // Weighed here, in the reaction the answer already has: on a request's path, not a promise more.
         const refusal = refused?.(value);
         if (refusal !== undefined) return onError(refusal);
