@@ -211,9 +211,9 @@ describe('TieredLimiter: which clock its hot path reads', () => {
   /** Never denies: every decision a lease hit, or a refill's. */
   const ADMITTED = defineLimit({ capacity: 1_000_000_000, refillPerSecond: 1_000_000_000 });
 
-  // The lease book's timer cannot review the clock while the loop is held: the hot path asks it
-  // to, every 16,384 reads, once a tick is a period late (a sweep's 250 ms; 750 ms at most without
-  // the sync, and the worker's start). Before, it read `performance.now()` until the loop yielded.
+  // The lease book's timer cannot review the clock while the loop is held: the hot path does, every
+  // 16,384 reads, at most every 500 ms or period (and the worker's start). Before, it read
+  // `performance.now()` until the loop yielded.
   it.each([
     ['sync: false', 'denials', { sync: false as const, limits: DENIED }],
     ['sync: false', 'admissions', { sync: false as const, limits: ADMITTED }],
@@ -224,6 +224,18 @@ describe('TieredLimiter: which clock its hot path reads', () => {
     const { timerFired } = await busyHoldingTheLoop(limiter, () => limiter.stats().clockThread, 3_000);
     expect(timerFired).toBe(false);
     expect(limiter.stats().clockThread).toBe(true);
+  });
+
+  // A period of 4.4 s (4 instances at 1 call a second): the ticks review at most every 2.2 s, so
+  // the thread took two of them, 4.4–6.7 s, where the hot path's own reviews take half a second
+  // and the worker's start.
+  it('joins the thread about half a second into a busy spell, however long the sync period', async () => {
+    const limiter = make({ instances: 4, sync: { fleetCallsPerSecond: 1 }, limits: ADMITTED });
+    expect(limiter.stats().syncPeriodMs).toBeGreaterThan(4_000);
+    const startedAt = performance.now();
+    await busy(limiter, () => limiter.stats().clockThread, 3_000);
+    expect(limiter.stats().clockThread).toBe(true);
+    expect(performance.now() - startedAt).toBeLessThan(2_000);
   });
 
   it('without the sync, keeps the thread through the tick the loop held up, and leaves it when quiet', async () => {

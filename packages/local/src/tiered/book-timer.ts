@@ -39,11 +39,6 @@ export class BookTimer<Owner extends object> {
     return this.#nextAtMs;
   }
 
-  /** Whether it still ticks and its next tick was due at least `byMs` before `nowMs` (a loop held it up). */
-  overdue(nowMs: number, byMs: number): boolean {
-    return this.#running && nowMs >= this.#nextAtMs + byMs;
-  }
-
   /** Brings the next tick forward to `ms` from now, if it is due later. */
   bringForward(ms: number): void {
     if (!this.#running || this.#firing) return;

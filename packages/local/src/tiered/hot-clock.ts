@@ -33,7 +33,7 @@ export interface ClockHold {
  * into a memory load, at the CPU of a thread waking every millisecond; so a limiter reads
  * `performance.now()` until its hot path is busy enough for the thread to pay, joins the thread
  * then, and leaves it when it is quiet again (`review`, at each tick of its lease book, or from
- * the hot path when a busy loop holds the book's timer: `LeaseBook.catchUp`). The
+ * the hot path every few thousand clock reads: `BookRounds.catchUp`). The
  * two rates are apart so that a load near one of them does not start and stop the thread at
  * every tick, and the slot is read only once the thread has written it (a review after it runs).
  * Either clock is right while the event loop is blocked; the thread's is up to a few ms behind,
@@ -94,6 +94,11 @@ export class HotClock {
       this.hold.held = true;
     }
     this.#readShared();
+  }
+
+  /** Reads the shared clock's slot from now on if this limiter joined it and its worker now writes the time. */
+  adopt(): void {
+    if (this.hold.held) this.#readShared();
   }
 
   /** Reads the shared clock's slot from now on, once its worker has written the time (`SharedClock.running`). */
