@@ -14,7 +14,7 @@ import { releaseSharedClock } from './shared-clock.js';
  * thread again (`catchUp`): at the 250,000 decisions a second that join it, 125,000 decisions, enough
  * that the rate is no noise.
  */
-export const HOT_REVIEW_MS = 500;
+const HOT_REVIEW_MS = 500;
 
 /**
  * A lease book's timer and what each tick does: the sync (or the sweep) of every held lease, a
