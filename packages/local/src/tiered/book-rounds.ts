@@ -98,7 +98,7 @@ export class BookRounds {
    * joined writes it. The ticks alone reviewed it: a loop that never yields holds every timer
    * (denials and lease hits answer synchronously, a `MemoryStore` in microtasks), and with 100,000
    * keys a period is 5 s, so a limiter that turned busy read `performance.now()` for 5–10 s (a
-   * review to join the thread, the next to read it; 16 s into the bench's many-keys rows, not yet).
+   * review to join the thread, the next to read it): the bench's many-keys rows, 16 s in, had not yet.
    */
   catchUp(nowMs: number): void {
     const hotClock = this.#hotClock;

@@ -35,7 +35,7 @@ export interface ClockHold {
  * then, and leaves it when it is quiet again (`review`, at each tick of its lease book, or from
  * the hot path every few thousand clock reads: `BookRounds.catchUp`). The
  * two rates are apart so that a load near one of them does not start and stop the thread at
- * every tick, and the slot is read only once the thread has written it (a review after it runs).
+ * every tick, and the slot is read only once the thread has written it (a review, or `adopt`, after it runs).
  * Either clock is right while the event loop is blocked; the thread's is up to a few ms behind,
  * which the store's grace covers (docs/ACCURACY.md, A2).
  */
