@@ -147,3 +147,52 @@ describe('TieredLimiter.setLimits while a lease is on its way', () => {
     expect(limiter.stats().tokensHeld).toBe(0);
   });
 });
+
+/** A `GatedStore` whose hand-backs (ops that neither take nor lease) fail while `refusing`. */
+class RefusingHandBacks extends GatedStore {
+  refusing = false;
+
+  override apply(op: BucketOp): Promise<BucketReply> {
+    if (this.refusing && op.take === undefined && op.reserve === undefined)
+      return Promise.reject(new Error('connection refused'));
+    return super.apply(op);
+  }
+}
+
+describe('TieredLimiter.setLimits while many leases are on their way', () => {
+  it('grants landing together after setLimits go back under one attempt: one failure event, not one a key', async () => {
+    const clock = new FakeClock(1_000);
+    const store = new RefusingHandBacks(new MemoryStore({ clock }));
+    const limiter = new TieredLimiter({
+      store,
+      limits: defineLimit({ capacity: 100, refillPerSecond: 1, name: 'api' }),
+      failurePolicy: 'closed',
+      clock,
+      sync: false,
+      timeoutMs: 1_000,
+      // No breaker: every attempt reaches the store, and each failed one is a `failure` event.
+      breaker: false,
+      lease: { minBatch: 5 },
+    });
+    open.push(limiter);
+    let failures = 0;
+    limiter.on('failure', () => failures++);
+    store.shut = true;
+    const KEYS = 20;
+    const firsts = Array.from({ length: KEYS }, (_, i) => limiter.consume(`k${i}`));
+    for (let i = 0; i < 10 && store.waiting < KEYS; i++) await settle();
+    expect(store.waiting).toBe(KEYS);
+    limiter.setLimits(defineLimit({ capacity: 50, refillPerSecond: 1, name: 'api' }));
+    for (let i = 0; i < 5; i++) await settle();
+    store.refusing = true;
+    // Every grant lands in this turn, made under the replaced limit: each goes back, and fails.
+    store.open();
+    await Promise.all(firsts);
+    for (let i = 0; i < 10; i++) await settle();
+    // An attempt a key: 20 failure events for one moment of a store that refused them all.
+    expect(failures).toBe(1);
+    // Each grant of 5 went back whole (its request was asked again under the new limit), and what
+    // the failed op carried is counted, never sent again.
+    expect(limiter.stats().tokensUnreported).toBe(KEYS * 5);
+  });
+});

@@ -36,11 +36,11 @@ export class Settlements {
   }
 
   /**
-   * Sends what `lease` owes (its spends and hand-backs; a carrier's to the buckets of its limits);
-   * kept to be sent again if refused.
+   * Sends what `lease` owes (its spends and hand-backs; a carrier's to the buckets of its limits),
+   * under the attempt this turn's settles share; kept to be sent again if refused.
    */
   settle(lease: Lease): void {
-    const settle = this.#refiller.settler.settle(lease);
+    const settle = this.#refiller.settler.settleInTurn(lease);
     this.#pending.add(settle);
     void settle.then((ok) => {
       this.#pending.delete(settle);

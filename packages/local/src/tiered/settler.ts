@@ -14,6 +14,7 @@ import { leaseOp, type SettleOptions, unreported } from './lease-op.js';
 import type { TieredConfig } from './options.js';
 import { returned } from './reply.js';
 import type { TieredCounters } from './stats.js';
+import { TurnAttempt } from './turn-attempt.js';
 
 /**
  * What leases owe the store, sent with nothing asked in return: hand-backs and spends (a key
@@ -27,6 +28,8 @@ export class Settler {
   readonly #counters: TieredCounters;
   readonly #limits: () => readonly LimitSpec[];
   readonly #timing: TieredConfig['timing'];
+  /** The attempt this turn's settles share (`settleInTurn`), until the turn is over. */
+  #turn: TurnAttempt | undefined;
 
   constructor(
     store: GuardedStore,
@@ -62,6 +65,32 @@ export class Settler {
         return sent;
       });
     return this.#store.guard.run(send).then((result) => result.ok);
+  }
+
+  /**
+   * Sends what `lease` owes the store (spends and hand-backs) under the guarded attempt every settle
+   * asked for in this turn of the event loop shares (`TurnAttempt`), in its own place in the refill
+   * queue. Resolves whether the store took all of that turn's; a refusal sends nothing.
+   */
+  settleInTurn(lease: Lease): Promise<boolean> {
+    let turn = this.#turn;
+    if (turn === undefined) {
+      const opened = new TurnAttempt(this.#store.guard);
+      this.#turn = turn = opened;
+      setImmediate(() => {
+        this.#turn = undefined;
+        opened.close();
+      });
+    }
+    const wait = turn.wait;
+    if (wait !== undefined)
+      turn.add(
+        this.#queue(
+          (): Promise<unknown> =>
+            this.#sendOwed(lease, undefined, undefined, wait) ?? Promise.resolve(NOTHING_SENT),
+        ),
+      );
+    return turn.result;
   }
 
   /**
