@@ -1,5 +1,6 @@
 import type { CallerWait } from '@tiered-limiter/core';
 import { NOTHING_SENT, type StoreGuard } from '../guard/store-guard.js';
+import { allAnswered } from './all-answered.js';
 
 /**
  * One guarded attempt shared by the ops asked for in one turn of the event loop: each op still
@@ -14,8 +15,9 @@ export class TurnAttempt {
   readonly result: Promise<boolean>;
   /** The attempt's wait, to pass each op; `undefined` when the breaker refused the attempt. */
   #wait: CallerWait | undefined;
-  /** Each op's outcome, settled as it answers: a failure before the turn is over is no unhandled rejection. */
-  readonly #sent: Promise<PromiseSettledResult<unknown>>[] = [];
+  readonly #sent: Promise<void>[] = [];
+  /** Whether an op sent something: an attempt whose ops all had nothing to send was no probe of the store. */
+  #sentSomething = false;
   #close!: () => void;
 
   constructor(guard: StoreGuard) {
@@ -24,7 +26,9 @@ export class TurnAttempt {
     this.result = guard
       .run((wait) => {
         this.#wait = wait;
-        return closed.then(() => everyAnswer(this.#sent));
+        return closed
+          .then(() => allAnswered(this.#sent))
+          .then(() => (this.#sentSomething ? undefined : NOTHING_SENT));
       })
       .then((result) => result.ok);
   }
@@ -36,31 +40,16 @@ export class TurnAttempt {
 
   /** An op of this attempt, queued: the attempt answers once it has. */
   add(sent: Promise<unknown>): void {
-    this.#sent.push(
-      sent.then(
-        (value) => ({ status: 'fulfilled', value }),
-        (reason: unknown) => ({ status: 'rejected', reason }),
-      ),
-    );
+    const answered = sent.then((value) => {
+      if (value !== NOTHING_SENT) this.#sentSomething = true;
+    });
+    // Handled now, read once the turn is over: a failure before then is no unhandled rejection.
+    answered.catch(() => {});
+    this.#sent.push(answered);
   }
 
   /** The turn is over: no op joins any more, and the attempt answers once those it has did. */
   close(): void {
     this.#close();
   }
-}
-
-/**
- * Resolves once all of `sent` answered, `NOTHING_SENT` when none of them sent anything (the
- * attempt was no probe of the store); rejects with the first failure in the order they were asked.
- */
-function everyAnswer(sent: readonly Promise<PromiseSettledResult<unknown>>[]): Promise<unknown> {
-  return Promise.all(sent).then((results) => {
-    let sentSomething = false;
-    for (const result of results) {
-      if (result.status === 'rejected') throw result.reason;
-      if (result.value !== NOTHING_SENT) sentSomething = true;
-    }
-    return sentSomething ? undefined : NOTHING_SENT;
-  });
 }
