@@ -78,7 +78,7 @@ describe('hand-backs kept through an outage, sent once Redis answers', () => {
     await limiter.close();
   });
 
-  it('setLimits on 10,000 held keys: one attempt for their hand-backs, the breaker stays closed', async () => {
+  it('setLimits on 10,000 held keys: their hand-backs go in shared attempts, under 50 failure events on a healthy Redis', async () => {
     const client = await connectServer('ioredis', server);
     clients.push(client);
     const limiter = createTieredLimiter({

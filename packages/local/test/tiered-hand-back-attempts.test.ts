@@ -44,7 +44,7 @@ afterEach(async () => {
 const LIMIT = defineLimit({ capacity: 100, refillPerSecond: 1, name: 'api' });
 
 /** Leases of 5 at a key's first request; no breaker, so that each failed attempt is a `failure` event. */
-function limiterOn(store: HandBackStore, clock: FakeClock, maxKeys?: number) {
+function limiterOn(store: HandBackStore, clock: FakeClock, maxKeys?: number, closeTimeoutMs?: number) {
   const limiter = new TieredLimiter({
     store,
     limits: LIMIT,
@@ -55,6 +55,7 @@ function limiterOn(store: HandBackStore, clock: FakeClock, maxKeys?: number) {
     breaker: false,
     lease: { minBatch: 5 },
     ...(maxKeys === undefined ? {} : { maxKeys }),
+    ...(closeTimeoutMs === undefined ? {} : { closeTimeoutMs }),
   });
   open.push(limiter);
   const failures = { count: 0 };
@@ -101,6 +102,29 @@ describe('TieredLimiter: hand-backs asked in one turn go under one attempt', () 
     // An attempt a key: 10 failure events for one moment of a store that refused them all.
     expect(failures.count).toBe(1);
     // Each failed op carried its key's spend of 1 and hand-back of 4: counted, never sent again.
+    expect(limiter.stats().tokensUnreported).toBe(KEYS * 5);
+  });
+
+  it('grants landing together while close() runs: one failure event, not one a key', async () => {
+    const clock = new FakeClock(1_000);
+    const store = new HandBackStore({ clock });
+    const { limiter, failures } = limiterOn(store, clock, undefined, 5_000);
+    store.shut = true;
+    const KEYS = 20;
+    const firsts = Array.from({ length: KEYS }, (_, i) => limiter.consume(`k${i}`));
+    for (let i = 0; i < 10 && store.waiting < KEYS; i++) await settle();
+    expect(store.waiting).toBe(KEYS);
+    // close() hands back every lease (none holds a token yet) and waits for the requests in flight.
+    const closed = limiter.close();
+    for (let i = 0; i < 5; i++) await settle();
+    store.refusing = true;
+    // Every grant lands in this turn, on a lease close() detached: each goes straight back, and fails.
+    store.open();
+    await Promise.all(firsts);
+    await closed;
+    // An attempt a key: 20 failure events for one moment of a store that refused them all.
+    expect(failures.count).toBe(1);
+    // Each grant of 5 went back whole, and what the failed op carried is counted, never sent again.
     expect(limiter.stats().tokensUnreported).toBe(KEYS * 5);
   });
 });

@@ -112,6 +112,8 @@ export class Settlements {
    * straight back, past the breaker while closing (a blip that opened it must not cost a late grant),
    * within what is left of close()'s wait but no less than the guard's timeout: once the wait was
    * over, a store that answered a grant was given 1 ms for its hand-back and reported as failing.
+   * The grants landing in one turn go back under one attempt, as every settle does: while closing
+   * too, where each had a timer and a `failure` event of its own.
    */
   lateGrant(lease: Lease, leased: number): void {
     if (leased <= 0) return;
@@ -122,7 +124,7 @@ export class Settlements {
       return;
     }
     const settler = this.#refiller.settler;
-    this.#pending.add(settler.handBack([lease], Math.max(closingWait(), settler.timeoutMs)));
+    this.#pending.add(settler.handBackInTurn(lease, Math.max(closingWait(), settler.timeoutMs)));
   }
 
   /**

@@ -14,7 +14,10 @@ import { leaseOp, type SettleOptions, unreported } from './lease-op.js';
 import type { TieredConfig } from './options.js';
 import { returned } from './reply.js';
 import type { TieredCounters } from './stats.js';
-import { TurnAttempt } from './turn-attempt.js';
+import { type Guarded, TurnAttempt } from './turn-attempt.js';
+
+/** A turn's shared attempt under the breaker (`guarded`), or past it while closing (`forced`). */
+type TurnKind = 'guarded' | 'forced';
 
 /**
  * What leases owe the store, sent with nothing asked in return: hand-backs and spends (a key
@@ -28,8 +31,11 @@ export class Settler {
   readonly #counters: TieredCounters;
   readonly #limits: () => readonly LimitSpec[];
   readonly #timing: TieredConfig['timing'];
-  /** The attempt this turn's settles share (`settleInTurn`), until the turn is over. */
-  #turn: TurnAttempt | undefined;
+  /**
+   * The attempts this turn's settles share until the turn is over: `guarded` under the breaker
+   * (`settleInTurn`), `forced` past it while closing (`handBackInTurn`).
+   */
+  readonly #turns: Record<TurnKind, TurnAttempt | undefined> = { guarded: undefined, forced: undefined };
 
   constructor(
     store: GuardedStore,
@@ -73,15 +79,7 @@ export class Settler {
    * queue. Resolves whether the store took all of that turn's; a refusal sends nothing.
    */
   settleInTurn(lease: Lease): Promise<boolean> {
-    let turn = this.#turn;
-    if (turn === undefined) {
-      const opened = new TurnAttempt(this.#store.guard);
-      this.#turn = turn = opened;
-      setImmediate(() => {
-        this.#turn = undefined;
-        opened.close();
-      });
-    }
+    const turn = this.#turnOf('guarded', (attempt) => this.#store.guard.run(attempt));
     const wait = turn.wait;
     if (wait !== undefined)
       turn.add(
@@ -91,6 +89,33 @@ export class Settler {
         ),
       );
     return turn.result;
+  }
+
+  /**
+   * Hands back what `lease` owes (a grant that landed while `close()` runs) past the breaker, at
+   * once, under the attempt every such hand-back of this turn shares, within `timeoutMs` (the first
+   * of the turn's). Resolves whether the store took all of that turn's.
+   */
+  handBackInTurn(lease: Lease, timeoutMs: number): Promise<boolean> {
+    const turn = this.#turnOf('forced', (attempt) => this.#store.guard.force(attempt, timeoutMs));
+    // `force` never refuses: the attempt has its wait at once.
+    if (turn.wait !== undefined)
+      turn.add(this.#sendOwed(lease, undefined, undefined) ?? Promise.resolve(NOTHING_SENT));
+    return turn.result;
+  }
+
+  /** This turn's attempt of `kind`, opened by `guarded` if it has none yet, and closed once the turn is over. */
+  #turnOf(kind: TurnKind, guarded: Guarded): TurnAttempt {
+    const turns = this.#turns;
+    const open = turns[kind];
+    if (open !== undefined) return open;
+    const opened = new TurnAttempt(guarded);
+    turns[kind] = opened;
+    setImmediate(() => {
+      turns[kind] = undefined;
+      opened.close();
+    });
+    return opened;
   }
 
   /**

@@ -1,14 +1,18 @@
 import type { CallerWait } from '@tiered-limiter/core';
-import { NOTHING_SENT, type StoreGuard } from '../guard/store-guard.js';
+import type { GuardResult } from '../guard/guard-types.js';
+import { NOTHING_SENT } from '../guard/store-guard.js';
 import { allAnswered } from './all-answered.js';
 
+/** How a `TurnAttempt` is guarded: `StoreGuard.run`, or `force` with close()'s wait. */
+export type Guarded = (attempt: (wait: CallerWait) => Promise<unknown>) => Promise<GuardResult<unknown>>;
+
 /**
- * One guarded attempt shared by the ops asked for in one turn of the event loop: each op still
- * takes its place in the refill queue as it is asked (a hand-back asked before a refill is sent
- * before it), but they share one timeout, one verdict and at most one `failure` event. Late grants
- * land together (a reply carries up to 64 ops), and each sent back under an attempt of its own
- * timed out behind the others on a healthy store whose process was busy: after `setLimits` on
- * 10,000 keys, 148 `failure` events in 1.5 s where the hand-backs of the drain itself cost one.
+ * One guarded attempt shared by the ops asked for in one turn of the event loop: each op is still
+ * sent as it is asked (a hand-back asked before a refill takes its place in the queue before it),
+ * but they share one timeout, one verdict and at most one `failure` event. Late grants land
+ * together (a reply carries up to 64 ops), and each sent back under an attempt of its own timed
+ * out behind the others on a healthy store whose process was busy: after `setLimits` on 10,000
+ * keys, 148 `failure` events in 1.5 s where the hand-backs of the drain itself cost one.
  */
 export class TurnAttempt {
   /** Whether the store took every op of the turn; `false` when refused, failed or timed out. */
@@ -20,17 +24,15 @@ export class TurnAttempt {
   #sentSomething = false;
   #close!: () => void;
 
-  constructor(guard: StoreGuard) {
+  constructor(guarded: Guarded) {
     const closed = new Promise<void>((resolve) => (this.#close = resolve));
     // The guard calls this at once unless it refuses: the ops asked for in this turn join it.
-    this.result = guard
-      .run((wait) => {
-        this.#wait = wait;
-        return closed
-          .then(() => allAnswered(this.#sent))
-          .then(() => (this.#sentSomething ? undefined : NOTHING_SENT));
-      })
-      .then((result) => result.ok);
+    this.result = guarded((wait) => {
+      this.#wait = wait;
+      return closed
+        .then(() => allAnswered(this.#sent))
+        .then(() => (this.#sentSomething ? undefined : NOTHING_SENT));
+    }).then((result) => result.ok);
   }
 
   /** The wait an op of this attempt is sent with; `undefined` when the breaker refused it (send nothing). */
