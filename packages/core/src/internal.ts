@@ -7,6 +7,8 @@ export * from './bucket.js';
 export { denyDecisionLike } from './decision.js';
 export { assertCost, assertKey, assertLimits, smallestCapacity, tightestWhenFull } from './limit.js';
 export {
+  bucketOpWrites,
+  copySharedBucket,
   generationFor,
   heldTokens,
   msUntilShared,

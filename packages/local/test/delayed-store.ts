@@ -19,7 +19,7 @@ import {
 } from '@tiered-limiter/core';
 import type { MemoryStore } from '@tiered-limiter/local';
 
-const { resetSharedBucket, settleSharedBucket } = internal;
+const { bucketOpWrites, copySharedBucket, resetSharedBucket, settleSharedBucket } = internal;
 
 /** A reward that landed: `tokens` asked, at the store's moment. */
 export interface Credit {
@@ -224,10 +224,16 @@ export class DelayedStore implements GlobalStore {
 
   #shadowApply(op: BucketOp): BucketReply {
     const nowUs = this.#nowUs();
-    const states = op.limits.map(
-      (spec) => this.#shadow.get(idOf(op.key, spec)) ?? freshSharedBucket(spec, nowUs),
-    );
+    // Copies, as the store applies an op to: the shadow changes only if the op writes.
+    const states = op.limits.map((spec) => {
+      const kept = this.#shadow.get(idOf(op.key, spec));
+      return kept === undefined ? freshSharedBucket(spec, nowUs) : copySharedBucket(kept);
+    });
     const reply = applyBucketOp(states, op.limits, op, nowUs);
+    // Kept when the store keeps it: a refusal kept here settled the buckets by the limits it
+    // carried, and after `setLimits` the shadow found the old rate's refill where the store
+    // refilled the whole gap at the new one, so a reset's addition read from it came out short.
+    if (!bucketOpWrites(op, reply)) return reply;
     op.limits.forEach((spec, i) => {
       if (isSharedBucketFull(states[i]!, spec)) this.#shadow.delete(idOf(op.key, spec));
       else this.#shadow.set(idOf(op.key, spec), states[i]!);

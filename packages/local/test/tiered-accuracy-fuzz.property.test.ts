@@ -68,4 +68,45 @@ describe('TieredLimiter accuracy under travelling store calls, the sync, managem
     ];
     await runFuzz(setup, events);
   });
+
+  // The long run's counterexample (2026-12-06, evening): limit C went from 3 at 1/s to 3 at 5/s. A
+  // refill refused under the old limits left the store's bucket as it was (the store writes only
+  // what an op changed) but moved the fuzz's shadow of it on by the old rate; the next op, under
+  // the new limits, was granted 2 where the shadow would have granted 1. A reset then read the
+  // shadow's bucket 0.11 tokens fuller than the store's, its addition came out short, and the
+  // window over it admitted 19 against 18.918. The shadow now keeps only what the store keeps.
+  it('reads a reset from the store as it was, after a refusal under replaced limits (a replayed counterexample)', async () => {
+    const setup = {
+      size: 2,
+      sync: 10,
+      optimistic: false,
+      credit: 1,
+      pair: true,
+      several: 3,
+      lagMs: [0, 0, 0, 0],
+      maxTravelMs: 0,
+      ttlMs: 50,
+      maxKeys: 100,
+      seed: 0,
+      declared: 2,
+      limits: [
+        { capacity: 3, rate: 77 },
+        { capacity: 3, rate: 5 },
+        { capacity: 3, rate: 1 },
+        { capacity: 3, rate: 76 },
+        { capacity: 3, rate: 74 },
+        { capacity: 3, rate: 5 },
+      ],
+    } as FuzzSetup;
+    const events: FuzzEvent[] = [
+      { kind: 'burst', instance: 0, key: 2, cost: 1, n: 6, ms: 0, all: false },
+      { kind: 'hammer', instance: 0, key: 0, cost: 1, n: 6, ms: 221, all: false },
+      { kind: 'setLimits', instance: 0, key: 0, cost: 1, n: 1, ms: 0, all: false },
+      { kind: 'hammer', instance: 0, key: 2, cost: 1, n: 1, ms: 16, all: false },
+      { kind: 'reset', instance: 0, key: 2, cost: 1, n: 6, ms: 0, all: false },
+      { kind: 'hammer', instance: 0, key: 2, cost: 1, n: 6, ms: 1985, all: false },
+      { kind: 'acquire', instance: 0, key: 0, cost: 1, n: 1, ms: 16, all: false },
+    ];
+    await runFuzz(setup, events);
+  });
 });

@@ -17,7 +17,7 @@ import {
 } from '@tiered-limiter/core';
 import { KEY_TTL_MARGIN_MS } from '@tiered-limiter/redis';
 
-const { msUntilShared, resetSharedBucket } = internal;
+const { bucketOpWrites, msUntilShared, resetSharedBucket } = internal;
 
 export interface Kept {
   readonly state: SharedBucketState;
@@ -66,12 +66,7 @@ export class RedisModel {
   apply(keys: readonly string[], op: BucketOp, nowUs: number): BucketReply {
     const states = this.load(keys, op.limits, nowUs);
     const reply = applyBucketOp(states, op.limits, op, nowUs);
-    const changed =
-      reply.granted > 0 ||
-      (op.reports !== undefined && op.reports.length > 0) ||
-      (op.credit ?? 0) > 0 ||
-      (op.debit ?? 0) > 0;
-    this.#keep(keys, op.limits, states, changed);
+    this.#keep(keys, op.limits, states, bucketOpWrites(op, reply));
     return reply;
   }
 

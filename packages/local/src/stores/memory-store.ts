@@ -18,6 +18,8 @@ import { lruTable } from '../table.js';
 const {
   assertClock,
   assertInteger,
+  bucketOpWrites,
+  copySharedBucket,
   assertKnownOptions,
   refusedKeyLimits,
   refusedOp,
@@ -103,14 +105,14 @@ export class MemoryStore implements GlobalStore {
       // whether the sweep has reached it or not, so that an answer never hangs on how many ops came
       // between (after a raised capacity, one found 0 tokens where the sweep's store found 1).
       const gone = entry === undefined || refilledBy(entry.state, entry.spec, now);
-      states.push(gone ? freshSharedBucket(spec, now) : copyOf(entry.state));
+      states.push(gone ? freshSharedBucket(spec, now) : copySharedBucket(entry.state));
     }
     const reply = applyBucketOp(states, limits, op, now);
     // Kept only when the op changed the buckets, as `apply.lua` writes only those. A peek or a
     // refusal kept here settled the bucket by its limits: after a peek at 1,000/s and a change to
     // 0.001/s, 30 ms on, a take found the 30 tokens the old rate gave, where Redis refills the whole
     // gap at the new rate and has 0.00003.
-    if (changesBuckets(op, reply)) {
+    if (bucketOpWrites(op, reply)) {
       limits.forEach((spec, i) => {
         const id = entryKey(op.key, spec);
         const state = states[i]!;
@@ -190,24 +192,6 @@ function refilledBy(state: SharedBucketState, spec: LimitSpec, nowUs: number): b
   };
   settleSharedBucket(copy, spec, nowUs);
   return isSharedBucketFull(copy, spec);
-}
-
-/**
- * A bucket to apply an op to: its own list of generations, which settling shortens. The
- * generations themselves change only under reports and leases, which `changesBuckets` keeps.
- */
-function copyOf(state: SharedBucketState): SharedBucketState {
-  return { tokens: state.tokens, updatedAtUs: state.updatedAtUs, held: state.held.slice() };
-}
-
-/** Whether `apply.lua` would write the buckets of `op`: it reported, credited, debited or was granted tokens. */
-function changesBuckets(op: BucketOp, reply: BucketReply): boolean {
-  return (
-    reply.granted > 0 ||
-    (op.reports !== undefined && op.reports.length > 0) ||
-    (op.credit ?? 0) > 0 ||
-    (op.debit ?? 0) > 0
-  );
 }
 
 function entryKey(key: string, spec: LimitSpec): string {
