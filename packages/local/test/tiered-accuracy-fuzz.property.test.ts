@@ -5,6 +5,21 @@ import type { FuzzEvent } from './fuzz-events.js';
 import type { FuzzSetup } from './fuzz-setup.js';
 
 // The accuracy fuzz's quick run; tiered-accuracy-fuzz.long.property.test.ts runs it longer.
+
+/** What the replayed counterexamples below share: two instances, three limits a key switched by `setLimits`. */
+const REPLAYED = {
+  size: 2,
+  sync: 10,
+  optimistic: false,
+  credit: 1,
+  pair: true,
+  several: 3,
+  lagMs: [0, 0, 0, 0],
+  maxTravelMs: 0,
+  ttlMs: 50,
+  seed: 0,
+  declared: 2,
+} as const;
 describe('TieredLimiter accuracy under travelling store calls, the sync, management calls and stalls', () => {
   it('keeps every window of every key within the bound of its mode', { timeout: 180_000 }, async () => {
     await fc.assert(accuracyFuzzProperty(), {
@@ -26,18 +41,8 @@ describe('TieredLimiter accuracy under travelling store calls, the sync, managem
   // window over the raise admitted 23 where the bound without a raise's addition allowed 22.8.
   it('allows a raised capacity what a bucket made afresh gives once (a replayed counterexample)', async () => {
     const setup = {
-      size: 2,
-      sync: 10,
-      optimistic: false,
-      credit: 1,
-      pair: true,
-      several: 3,
-      lagMs: [0, 0, 0, 0],
-      maxTravelMs: 0,
-      ttlMs: 50,
+      ...REPLAYED,
       maxKeys: 1,
-      seed: 0,
-      declared: 2,
       limits: [
         { capacity: 6, rate: 4 },
         { capacity: 3, rate: 5 },
@@ -77,18 +82,8 @@ describe('TieredLimiter accuracy under travelling store calls, the sync, managem
   // window over it admitted 19 against 18.918. The shadow now keeps only what the store keeps.
   it('reads a reset from the store as it was, after a refusal under replaced limits (a replayed counterexample)', async () => {
     const setup = {
-      size: 2,
-      sync: 10,
-      optimistic: false,
-      credit: 1,
-      pair: true,
-      several: 3,
-      lagMs: [0, 0, 0, 0],
-      maxTravelMs: 0,
-      ttlMs: 50,
+      ...REPLAYED,
       maxKeys: 100,
-      seed: 0,
-      declared: 2,
       limits: [
         { capacity: 3, rate: 77 },
         { capacity: 3, rate: 5 },
