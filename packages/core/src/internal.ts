@@ -5,10 +5,9 @@
 // bucket.ts holds nothing but the arithmetic the other packages share, so all of it goes out.
 export * from './bucket.js';
 export { denyDecisionLike } from './decision.js';
+export { bucketOpWrites, copySharedBucket } from './kept-buckets.js';
 export { assertCost, assertKey, assertLimits, smallestCapacity, tightestWhenFull } from './limit.js';
 export {
-  bucketOpWrites,
-  copySharedBucket,
   generationFor,
   heldTokens,
   msUntilShared,

@@ -174,30 +174,6 @@ function takeFrom(state: SharedBucketState, count: number): void {
 }
 
 /**
- * A bucket for a store to apply an op to, leaving the one it keeps as it was until it writes
- * (`bucketOpWrites`): its own list of generations, which settling shortens. The generations
- * themselves change only under reports and leases, which are always written, so they are shared.
- */
-export function copySharedBucket(state: SharedBucketState): SharedBucketState {
-  return { tokens: state.tokens, updatedAtUs: state.updatedAtUs, held: state.held.slice() };
-}
-
-/**
- * Whether a store keeps what `applyBucketOp` did to the buckets of `op`: only when it reported,
- * credited, debited or was granted tokens, as `apply.lua` writes only then. A refusal or a peek
- * kept would settle the buckets by the limits it carried, and a next op under changed limits would
- * find the old rate's refill where the store refills the whole gap at the new one.
- */
-export function bucketOpWrites(op: BucketOp, reply: BucketReply): boolean {
-  return (
-    reply.granted > 0 ||
-    (op.reports !== undefined && op.reports.length > 0) ||
-    (op.credit ?? 0) > 0 ||
-    (op.debit ?? 0) > 0
-  );
-}
-
-/**
  * Applies one `BucketOp` to the buckets of one key (one state per limit, in order), all at
  * `nowUs` (whole µs) of the store's clock, in place: settle, then the op's reports, credit, debit, and its
  * take or reserve (all-or-nothing across the limits). `RedisStore`'s `apply.lua` is the same
