@@ -20,6 +20,7 @@ const REPLAYED = {
   seed: 0,
   declared: 2,
 } as const;
+
 describe('TieredLimiter accuracy under travelling store calls, the sync, management calls and stalls', () => {
   it('keeps every window of every key within the bound of its mode', { timeout: 180_000 }, async () => {
     await fc.assert(accuracyFuzzProperty(), {

@@ -44,7 +44,11 @@ afterEach(async () => {
 const LIMIT = defineLimit({ capacity: 100, refillPerSecond: 1, name: 'api' });
 
 /** Leases of 5 at a key's first request; no breaker, so that each failed attempt is a `failure` event. */
-function limiterOn(store: HandBackStore, clock: FakeClock, maxKeys?: number, closeTimeoutMs?: number) {
+function limiterOn(
+  store: HandBackStore,
+  clock: FakeClock,
+  { maxKeys, closeTimeoutMs }: { maxKeys?: number; closeTimeoutMs?: number } = {},
+) {
   const limiter = new TieredLimiter({
     store,
     limits: LIMIT,
@@ -91,7 +95,7 @@ describe('TieredLimiter: hand-backs asked in one turn go under one attempt', () 
     const clock = new FakeClock(1_000);
     const store = new HandBackStore({ clock });
     const KEYS = 10;
-    const { limiter, failures } = limiterOn(store, clock, KEYS);
+    const { limiter, failures } = limiterOn(store, clock, { maxKeys: KEYS });
     for (let i = 0; i < KEYS; i++) expect((await limiter.consume(`old-${i}`)).allowed).toBe(true);
     expect(limiter.stats().tokensHeld).toBe(KEYS * 4);
     store.refusing = true;
@@ -108,7 +112,7 @@ describe('TieredLimiter: hand-backs asked in one turn go under one attempt', () 
   it('grants landing together while close() runs: one failure event, not one a key', async () => {
     const clock = new FakeClock(1_000);
     const store = new HandBackStore({ clock });
-    const { limiter, failures } = limiterOn(store, clock, undefined, 5_000);
+    const { limiter, failures } = limiterOn(store, clock, { closeTimeoutMs: 5_000 });
     store.shut = true;
     const KEYS = 20;
     const firsts = Array.from({ length: KEYS }, (_, i) => limiter.consume(`k${i}`));

@@ -18,9 +18,9 @@ import { lruTable } from '../table.js';
 const {
   assertClock,
   assertInteger,
+  assertKnownOptions,
   bucketOpWrites,
   copySharedBucket,
-  assertKnownOptions,
   refusedKeyLimits,
   refusedOp,
   resetSharedBucket,
