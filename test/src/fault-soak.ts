@@ -89,7 +89,8 @@ class LoopStalls {
   }
 }
 
-const KEYS = ['hot', 'warm-0', 'warm-1', 'warm-2', 'warm-3', 'warm-4'];
+/** The keys the load asks for besides sparse ones (a Cluster fault moves their slots). */
+export const SOAK_KEYS = ['hot', 'warm-0', 'warm-1', 'warm-2', 'warm-3', 'warm-4'];
 
 /**
  * Runs load on every subject's limiters and random faults on the server for `runMs`: decisions
@@ -172,7 +173,7 @@ export async function soak(
 
   const manage = async (subject: SoakSubject, index: number): Promise<void> => {
     const limiter = subject.limiters[index]!;
-    const key = pick(KEYS);
+    const key = pick(SOAK_KEYS);
     const what = `${subject.name}#${index} ${key}`;
     const op = Math.floor(random() * 9);
     if (op === 0) await timed(`${what} peek`, budgets.callMs, () => limiter.peek(key));
@@ -209,7 +210,7 @@ export async function soak(
       for (const subject of subjects) {
         for (const limiter of subject.limiters) {
           for (let i = 0; i < 3; i++) {
-            const key = random() < 0.9 ? pick(KEYS) : `sparse-${sparse++}`;
+            const key = random() < 0.9 ? pick(SOAK_KEYS) : `sparse-${sparse++}`;
             calls.push(decide(subject, limiter, key));
           }
         }

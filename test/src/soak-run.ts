@@ -1,0 +1,138 @@
+import { defineLimit, type FailurePolicy } from '@tiered-limiter/core';
+import { createRedisLimiter, createTieredLimiter } from '@tiered-limiter/redis';
+import { expect } from 'vitest';
+import { type SoakLimiter, type SoakSubject, soak } from './fault-soak.js';
+import { msUntilStoreAnswers } from './redis-answers.js';
+import { seededRandom } from './seeded-random.js';
+import { uniquePrefix } from './unique-prefix.js';
+
+/** One limiter configuration a soak runs, two instances of it. */
+export interface SoakConfig {
+  readonly kind: 'tiered' | 'optimistic' | 'request';
+  readonly policy: FailurePolicy;
+}
+
+/** What a soak test file gives `runSoak`. */
+export interface SoakRunOptions {
+  readonly configs: readonly SoakConfig[];
+  /** A new client for one instance (the file closes it after the test). */
+  readonly connect: () => Promise<object>;
+  /** One fault, drawn with `random`; `prefixes` are the configurations' key prefixes. */
+  readonly fault: (prefixes: readonly string[], random: () => number) => Promise<string>;
+  readonly seed: number;
+  readonly runMs: number;
+  /** Said with the seed in every failure message (the client library, say). */
+  readonly label: string;
+  /** Closes the file's clients, once every limiter is closed. */
+  readonly closeClients: () => void;
+  /** The unhandled rejections the file has heard (it listens). */
+  readonly unhandled: readonly unknown[];
+}
+
+const SOAK_TIMEOUT_MS = 20;
+/** A decision's or call's budget: the README's timeout plus the margin a loaded 2-core machine keeps. */
+const CALL_BUDGET_MS = SOAK_TIMEOUT_MS + 80;
+/** `close()`'s: its default wait plus the margin. */
+const CLOSE_BUDGET_MS = 1000 + 250;
+/** Back on Redis once asked: a breaker cooldown and the client's reconnect delay, plus the margin. */
+const RECOVERY_MS = 250 + 1000 + 250;
+const INSTANCES = 2;
+/** Two limits of one name, for `setLimits` to switch between. */
+export const SOAK_LIMITS = [
+  defineLimit({ capacity: 50, refillPerSecond: 25, name: 'soak' }),
+  defineLimit({ capacity: 40, refillPerSecond: 20, name: 'soak' }),
+];
+
+function limiterOf(config: SoakConfig, redis: object, prefix: string): SoakLimiter {
+  const common = {
+    redis,
+    prefix,
+    limits: SOAK_LIMITS[0]!,
+    failurePolicy: config.policy,
+    timeoutMs: SOAK_TIMEOUT_MS,
+  };
+  if (config.kind === 'request') return createRedisLimiter({ ...common, fallback: { instances: INSTANCES } });
+  return createTieredLimiter({
+    ...common,
+    instances: INSTANCES,
+    ...(config.kind === 'optimistic' ? { coldStart: { mode: 'optimistic' as const } } : {}),
+  });
+}
+
+/**
+ * Two instances of each configuration, each on a client of its own, under `soak` with `fault`, then
+ * the promises checked: faults happened and the policies decided; every decision its policy's within
+ * the timeout plus 80 ms beyond the loop's own stalls; no management call or `close()` over budget or
+ * rejected; every limiter back on Redis within 1.5 s of being asked; no unhandled rejection; and no
+ * more timers once everything closed than before the soak began.
+ */
+export async function runSoak(options: SoakRunOptions): Promise<void> {
+  const { configs, connect, fault, seed, runMs, label, closeClients, unhandled } = options;
+  const timersBefore = activeTimers();
+  // A replacement limiter is another instance of the same limit: same options, same prefix.
+  const makers = new Map<SoakSubject, () => Promise<SoakLimiter>>();
+  const subjects: SoakSubject[] = [];
+  const prefixes: string[] = [];
+  for (const config of configs) {
+    const prefix = uniquePrefix(`soak-${config.kind}-${config.policy}`);
+    const make = async () => limiterOf(config, await connect(), prefix);
+    const subject = {
+      name: `${config.kind} ${config.policy}`,
+      policy: config.policy,
+      tiered: config.kind !== 'request',
+      limiters: await Promise.all(Array.from({ length: INSTANCES }, make)),
+    };
+    makers.set(subject, make);
+    subjects.push(subject);
+    prefixes.push(prefix);
+  }
+  // Faults draw from a stream of their own, so a seed replays the same faults whatever the load.
+  const faultRandom = seededRandom(seed + 1);
+  const report = await soak(subjects, {
+    fault: () => fault(prefixes, faultRandom),
+    random: seededRandom(seed),
+    runMs,
+    budgets: { callMs: CALL_BUDGET_MS, closeMs: CLOSE_BUDGET_MS },
+    limits: SOAK_LIMITS,
+    replace: (subject) => makers.get(subject)!(),
+  });
+  const seen = `seed ${seed}, ${label}; faults: ${report.faults.map((f) => `${f.fromMs.toFixed(0)} ${f.what}`).join(', ')}`;
+
+  // Faults happened (one at least every 4 s: a wait of at most 1.8 s, then the fault), and the
+  // policies had work to do.
+  expect(report.faults.length, seen).toBeGreaterThanOrEqual(Math.floor((runMs - 2500) / 4000));
+  expect(
+    report.faults.filter((f) => f.what.includes('failed')),
+    seen,
+  ).toEqual([]);
+  expect(report.byPolicy, seen).toBeGreaterThan(0);
+  // Every decision by its declared policy and within the timeout plus tens of ms, beyond any stall
+  // of this process (which lengthens a request's budget by as long); every management call and
+  // close() within its budget so counted, never rejected.
+  expect(report.wrongPolicy, seen).toEqual([]);
+  const { ms, stalledMs, what } = report.slowest;
+  expect(
+    ms - stalledMs,
+    `${seen}; slowest: ${what}, ${ms.toFixed(1)} ms of which ${stalledMs.toFixed(1)} the loop stalled`,
+  ).toBeLessThanOrEqual(CALL_BUDGET_MS);
+  expect(report.overruns, seen).toEqual([]);
+
+  // Recovery by itself: every limiter is back on Redis once the faults stop.
+  for (const subject of subjects) {
+    for (const [i, limiter] of subject.limiters.entries()) {
+      const backMs = await msUntilStoreAnswers(limiter, `back-${i}`, RECOVERY_MS);
+      expect(backMs, `${seen}; ${subject.name} #${i} back on Redis`).toBeLessThanOrEqual(RECOVERY_MS);
+    }
+  }
+
+  await Promise.all(subjects.flatMap((s) => s.limiters.map((l) => l.close())));
+  closeClients();
+  expect(unhandled, seen).toEqual([]);
+  // Closed limiters hold no timers: the process may exit.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  expect(activeTimers(), seen).toBeLessThanOrEqual(timersBefore);
+}
+
+function activeTimers(): number {
+  return process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+}
