@@ -103,6 +103,8 @@ export async function soak(
   options: {
     /** Puts one fault on the server(s), drawn at random, resolves once it is over, says what it was. */
     readonly fault: () => Promise<string>;
+    /** The draws of the faults' own stream, for the gaps between them (the load has `random`). */
+    readonly faultRandom: () => number;
     readonly random: () => number;
     readonly runMs: number;
     readonly budgets: SoakBudgets;
@@ -110,7 +112,7 @@ export async function soak(
     readonly replace: (subject: SoakSubject) => Promise<SoakLimiter>;
   },
 ): Promise<SoakReport> {
-  const { random, runMs, budgets, limits, replace, fault } = options;
+  const { random, runMs, budgets, limits, replace, fault, faultRandom } = options;
   const start = performance.now();
   const at = () => performance.now() - start;
   const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)]!;
@@ -225,9 +227,11 @@ export async function soak(
   };
 
   const faults = async (): Promise<void> => {
-    // The last fault ends well before the load does, so the caller can ask for recovery.
-    while (at() < runMs - 2500) {
-      await new Promise((resolve) => setTimeout(resolve, 300 + random() * 1500));
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, 300 + faultRandom() * 1500));
+      // None starts in the load's last 2.5 s, so the last is over before the load is (a restart
+      // takes a second at most) and the caller can ask for recovery.
+      if (at() > runMs - 2500) return;
       const fromMs = at();
       const what = await fault();
       report.faults.push({ what, fromMs, toMs: at() });

@@ -90,6 +90,7 @@ export async function runSoak(options: SoakRunOptions): Promise<void> {
   const faultRandom = seededRandom(seed + 1);
   const report = await soak(subjects, {
     fault: () => fault(prefixes, faultRandom),
+    faultRandom,
     random: seededRandom(seed),
     runMs,
     budgets: { callMs: CALL_BUDGET_MS, closeMs: CLOSE_BUDGET_MS },
