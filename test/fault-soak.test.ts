@@ -78,7 +78,7 @@ it(
         clients.push(client);
         return client.client;
       },
-      fault: (_prefixes, random) => serverFault(target, random),
+      fault: (random) => serverFault(target, random),
       seed: SEED,
       runMs: RUN_MS,
       label: KIND,

@@ -89,8 +89,8 @@ class LoopStalls {
   }
 }
 
-/** The keys the load asks for besides sparse ones (a Cluster fault moves their slots). */
-export const SOAK_KEYS = ['hot', 'warm-0', 'warm-1', 'warm-2', 'warm-3', 'warm-4'];
+/** The keys the load asks for besides sparse ones. */
+const SOAK_KEYS = ['hot', 'warm-0', 'warm-1', 'warm-2', 'warm-3', 'warm-4'];
 
 /**
  * Runs load on every subject's limiters and random faults on the server for `runMs`: decisions

@@ -15,7 +15,7 @@ export type {
   SoakServer,
   SoakSubject,
 } from './fault-soak.js';
-export { SOAK_KEYS, serverFault, soak } from './fault-soak.js';
+export { serverFault, soak } from './fault-soak.js';
 export type { FleetOrders, FleetReport, RunFleetOptions } from './fleet.js';
 export { runFleet, syncPeriodOf } from './fleet.js';
 export type { DecidingLimiter } from './limits-still.js';
@@ -79,7 +79,7 @@ export { runScenario } from './scenario.js';
 export { seededRandom } from './seeded-random.js';
 export { parseServerCpuSeconds, readServerCpuSeconds } from './server-cpu.js';
 export type { SoakConfig, SoakRunOptions } from './soak-run.js';
-export { runSoak, SOAK_LIMITS } from './soak-run.js';
+export { runSoak } from './soak-run.js';
 export type { StoreCall, StoreMode } from './store-doubles.js';
 export { LosableStore, ScriptedStore } from './store-doubles.js';
 export type { CutOutcome } from './store-ops.js';

@@ -17,8 +17,8 @@ export interface SoakRunOptions {
   readonly configs: readonly SoakConfig[];
   /** A new client for one instance (the file closes it after the test). */
   readonly connect: () => Promise<object>;
-  /** One fault, drawn with `random`; `prefixes` are the configurations' key prefixes. */
-  readonly fault: (prefixes: readonly string[], random: () => number) => Promise<string>;
+  /** One fault, drawn with `random` (`serverFault`, say). */
+  readonly fault: (random: () => number) => Promise<string>;
   readonly seed: number;
   readonly runMs: number;
   /** Said with the seed in every failure message (the client library, say). */
@@ -38,7 +38,7 @@ const CLOSE_BUDGET_MS = 1000 + 250;
 const RECOVERY_MS = 250 + 1000 + 250;
 const INSTANCES = 2;
 /** Two limits of one name, for `setLimits` to switch between. */
-export const SOAK_LIMITS = [
+const SOAK_LIMITS = [
   defineLimit({ capacity: 50, refillPerSecond: 25, name: 'soak' }),
   defineLimit({ capacity: 40, refillPerSecond: 20, name: 'soak' }),
 ];
@@ -72,7 +72,6 @@ export async function runSoak(options: SoakRunOptions): Promise<void> {
   // A replacement limiter is another instance of the same limit: same options, same prefix.
   const makers = new Map<SoakSubject, () => Promise<SoakLimiter>>();
   const subjects: SoakSubject[] = [];
-  const prefixes: string[] = [];
   for (const config of configs) {
     const prefix = uniquePrefix(`soak-${config.kind}-${config.policy}`);
     const make = async () => limiterOf(config, await connect(), prefix);
@@ -84,12 +83,11 @@ export async function runSoak(options: SoakRunOptions): Promise<void> {
     };
     makers.set(subject, make);
     subjects.push(subject);
-    prefixes.push(prefix);
   }
   // Faults draw from a stream of their own, so a seed replays the same faults whatever the load.
   const faultRandom = seededRandom(seed + 1);
   const report = await soak(subjects, {
-    fault: () => fault(prefixes, faultRandom),
+    fault: () => fault(faultRandom),
     faultRandom,
     random: seededRandom(seed),
     runMs,
