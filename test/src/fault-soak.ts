@@ -101,9 +101,9 @@ const SOAK_KEYS = ['hot', 'warm-0', 'warm-1', 'warm-2', 'warm-3', 'warm-4'];
 export async function soak(
   subjects: readonly SoakSubject[],
   options: {
-    /** Puts one fault on the server(s), drawn at random, resolves once it is over, says what it was. */
-    readonly fault: () => Promise<string>;
-    /** The draws of the faults' own stream, for the gaps between them (the load has `random`). */
+    /** Puts one fault on the server, drawn with `random`, resolves once it is over, says what it was. */
+    readonly fault: (random: () => number) => Promise<string>;
+    /** The faults' own stream, for them and the gaps between them (the load has `random`). */
     readonly faultRandom: () => number;
     readonly random: () => number;
     readonly runMs: number;
@@ -233,7 +233,7 @@ export async function soak(
       // takes a second at most) and the caller can ask for recovery.
       if (at() > runMs - 2500) return;
       const fromMs = at();
-      const what = await fault();
+      const what = await fault(faultRandom);
       report.faults.push({ what, fromMs, toMs: at() });
     }
   };

@@ -7,15 +7,8 @@ export { commandDelta, parseCommandStats, ROUND_TRIP_COMMANDS, readCommandStats 
 export type { ExampleService, ExampleServiceOptions, ServiceReply } from './example-service.js';
 export { startExampleService } from './example-service.js';
 export { FakeClock } from './fake-clock.js';
-export type {
-  SoakBudgets,
-  SoakFault,
-  SoakLimiter,
-  SoakReport,
-  SoakServer,
-  SoakSubject,
-} from './fault-soak.js';
-export { serverFault, soak } from './fault-soak.js';
+export type { SoakServer } from './fault-soak.js';
+export { serverFault } from './fault-soak.js';
 export type { FleetOrders, FleetReport, RunFleetOptions } from './fleet.js';
 export { runFleet, syncPeriodOf } from './fleet.js';
 export type { DecidingLimiter } from './limits-still.js';

@@ -87,7 +87,7 @@ export async function runSoak(options: SoakRunOptions): Promise<void> {
   // Faults draw from a stream of their own, so a seed replays the same faults whatever the load.
   const faultRandom = seededRandom(seed + 1);
   const report = await soak(subjects, {
-    fault: () => fault(faultRandom),
+    fault,
     faultRandom,
     random: seededRandom(seed),
     runMs,
