@@ -76,7 +76,7 @@ it(
       connect: async () => {
         const client = await connectServer(KIND, server);
         clients.push(client);
-        return client.client;
+        return client;
       },
       fault: (random) => serverFault(target, random),
       seed: SEED,

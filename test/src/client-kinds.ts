@@ -22,7 +22,7 @@ export interface KindClient {
   readonly kind: ClientKind;
   /** The client itself, for `RedisStore`'s `redis` option. */
   readonly client: object;
-  /** Closes it at once. */
+  /** Closes it at once; a second call does nothing. */
   close(): void;
 }
 
@@ -46,9 +46,23 @@ type Made = Closable & { on(event: 'error', listener: () => void): unknown; conn
  */
 async function ready(kind: ClientKind, client: Made): Promise<KindClient> {
   client.on('error', () => {});
-  if (kind === 'node-redis') await client.connect();
-  await whenReady(client);
-  return { kind, client, close: () => closeClient(client) };
+  try {
+    if (kind === 'node-redis') await client.connect();
+    await whenReady(client);
+  } catch (error) {
+    // Not left reconnecting in the background: the caller never gets it to close.
+    closeClient(client);
+    throw error;
+  }
+  // Once: iovalkey's disconnect of a client already closed arms a 2 s timer to destroy a socket that
+  // never closes again (21 such timers were left after a soak that closed clients twice).
+  let closed = false;
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    closeClient(client);
+  };
+  return { kind, client, close };
 }
 
 /** A client of `kind` to one server, ready for commands. */

@@ -8,7 +8,7 @@ export type { ExampleService, ExampleServiceOptions, ServiceReply } from './exam
 export { startExampleService } from './example-service.js';
 export { FakeClock } from './fake-clock.js';
 export type { SoakServer } from './fault-soak.js';
-export { serverFault } from './fault-soak.js';
+export { SOAK_KEYS, serverFault } from './fault-soak.js';
 export type { FleetOrders, FleetReport, RunFleetOptions } from './fleet.js';
 export { runFleet, syncPeriodOf } from './fleet.js';
 export type { DecidingLimiter } from './limits-still.js';
@@ -72,7 +72,7 @@ export { runScenario } from './scenario.js';
 export { seededRandom } from './seeded-random.js';
 export { parseServerCpuSeconds, readServerCpuSeconds } from './server-cpu.js';
 export type { SoakConfig, SoakRunOptions } from './soak-run.js';
-export { runSoak } from './soak-run.js';
+export { runSoak, SOAK_LIMITS } from './soak-run.js';
 export type { StoreCall, StoreMode } from './store-doubles.js';
 export { LosableStore, ScriptedStore } from './store-doubles.js';
 export type { CutOutcome } from './store-ops.js';

@@ -15,10 +15,16 @@ export interface SoakConfig {
 /** What a soak test file gives `runSoak`. */
 export interface SoakRunOptions {
   readonly configs: readonly SoakConfig[];
-  /** A new client for one instance (the file closes it after the test). */
-  readonly connect: () => Promise<object>;
-  /** One fault, drawn with `random` (`serverFault`, say). */
-  readonly fault: (random: () => number) => Promise<string>;
+  /**
+   * A new client for one instance: the soak closes it once a replaced instance has closed, the file
+   * closes the rest after the test.
+   */
+  readonly connect: () => Promise<{ readonly client: object; close(): void }>;
+  /**
+   * One fault, drawn with `random` (`serverFault`, say); `prefixes` are the configurations' key
+   * prefixes (a Cluster fault moves the slot of a key in use).
+   */
+  readonly fault: (random: () => number, prefixes: readonly string[]) => Promise<string>;
   readonly seed: number;
   readonly runMs: number;
   /** Said with the seed in every failure message (the client library, say). */
@@ -38,7 +44,7 @@ const CLOSE_BUDGET_MS = 1000 + 250;
 const RECOVERY_MS = 250 + 1000 + 250;
 const INSTANCES = 2;
 /** Two limits of one name, for `setLimits` to switch between. */
-const SOAK_LIMITS = [
+export const SOAK_LIMITS = [
   defineLimit({ capacity: 50, refillPerSecond: 25, name: 'soak' }),
   defineLimit({ capacity: 40, refillPerSecond: 20, name: 'soak' }),
 ];
@@ -71,10 +77,20 @@ export async function runSoak(options: SoakRunOptions): Promise<void> {
   const timersBefore = activeTimers();
   // A replacement limiter is another instance of the same limit: same options, same prefix.
   const makers = new Map<SoakSubject, () => Promise<SoakLimiter>>();
+  // Each instance's client, closed as the instance leaves: a soak that kept them had 150 Cluster
+  // clients in its process after 30 s, each refreshing its slot table after every fault.
+  const clientOf = new Map<SoakLimiter, { close(): void }>();
   const subjects: SoakSubject[] = [];
+  const prefixes: string[] = [];
   for (const config of configs) {
     const prefix = uniquePrefix(`soak-${config.kind}-${config.policy}`);
-    const make = async () => limiterOf(config, await connect(), prefix);
+    prefixes.push(prefix);
+    const make = async () => {
+      const client = await connectSoon(connect);
+      const limiter = limiterOf(config, client.client, prefix);
+      clientOf.set(limiter, client);
+      return limiter;
+    };
     const subject = {
       name: `${config.kind} ${config.policy}`,
       policy: config.policy,
@@ -87,15 +103,25 @@ export async function runSoak(options: SoakRunOptions): Promise<void> {
   // Faults draw from a stream of their own, so a seed replays the same faults whatever the load.
   const faultRandom = seededRandom(seed + 1);
   const report = await soak(subjects, {
-    fault,
+    fault: (random) => fault(random, prefixes),
     faultRandom,
     random: seededRandom(seed),
     runMs,
-    budgets: { callMs: CALL_BUDGET_MS, closeMs: CLOSE_BUDGET_MS },
+    budgets: { timeoutMs: SOAK_TIMEOUT_MS, callMs: CALL_BUDGET_MS, closeMs: CLOSE_BUDGET_MS },
     limits: SOAK_LIMITS,
     replace: (subject) => makers.get(subject)!(),
+    retire: (limiter) => {
+      clientOf.get(limiter)?.close();
+      clientOf.delete(limiter);
+    },
   });
   const seen = `seed ${seed}, ${label}; faults: ${report.faults.map((f) => `${f.fromMs.toFixed(0)} ${f.what}`).join(', ')}`;
+  const { slowest } = report;
+  // One line a run, pass or fail: what the soak did, for a closing note or a run to compare with.
+  console.info(
+    `soak ${label}, seed ${seed}: ${report.faults.length} faults, ${report.decisions} decisions ` +
+      `(${report.byPolicy} by policy), slowest ${slowest.ms.toFixed(1)} ms (${slowest.stalledMs.toFixed(1)} of it stalled)`,
+  );
 
   // Faults happened (one at least every 4 s: a wait of at most 1.8 s, then the fault), and the
   // policies had work to do.
@@ -109,7 +135,7 @@ export async function runSoak(options: SoakRunOptions): Promise<void> {
   // of this process (which lengthens a request's budget by as long); every management call and
   // close() within its budget so counted, never rejected.
   expect(report.wrongPolicy, seen).toEqual([]);
-  const { ms, stalledMs, what } = report.slowest;
+  const { ms, stalledMs, what } = slowest;
   expect(
     ms - stalledMs,
     `${seen}; slowest: ${what}, ${ms.toFixed(1)} ms of which ${stalledMs.toFixed(1)} the loop stalled`,
@@ -130,6 +156,26 @@ export async function runSoak(options: SoakRunOptions): Promise<void> {
   // Closed limiters hold no timers: the process may exit.
   await new Promise((resolve) => setTimeout(resolve, 50));
   expect(activeTimers(), seen).toBeLessThanOrEqual(timersBefore);
+}
+
+/** Tries a new instance's connection this many times: faults last 750 ms at most. */
+const CONNECT_TRIES = 5;
+const CONNECT_RETRY_MS = 250;
+
+/**
+ * `connect()`, again after a failure: a client whose connection a fault dropped while it was
+ * getting ready rejects (`whenReady`: "Connection is closed."), and an instance starting during an
+ * outage tries again, as a service's start would.
+ */
+async function connectSoon<C>(connect: () => Promise<C>): Promise<C> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await connect();
+    } catch (error) {
+      if (tries === CONNECT_TRIES) throw error;
+      await new Promise((resolve) => setTimeout(resolve, CONNECT_RETRY_MS));
+    }
+  }
 }
 
 function activeTimers(): number {
