@@ -13,7 +13,8 @@ export interface Span {
  * Stalls of this process's event loop, as the spells a timer due every `TICK_MS` waited past its
  * time. A stall is judged once it is over: a decision answered in the same turn of the loop as the
  * end of a long stall (the poll phase that read a hundred replies, say) ends before the watch's
- * next tick has seen that stall, so a span is weighed only after `settle()`, not as it ends.
+ * next tick has seen that stall, so a span is weighed only after `settle()`, not as it ends. Kept
+ * apart from the guard's own `StallLog`: what a test checks the limiter by is not the limiter's.
  */
 export class LoopStalls {
   /** Disjoint spells, oldest first: [from, to], when the tick was due and when it ran. */
