@@ -3,9 +3,12 @@
  * while one master after another is paused, frozen (`SIGSTOP`, shorter than the node timeout, so no
  * failover), has its scripts flushed or its connections dropped, or gives the slot of a key in use
  * to another master (keys moved in rounds, as redis-cli does). Each run draws a new seed, printed
- * on failure; `SOAK_SEED` replays the faults and `SOAK_MS` runs longer.
+ * on failure; `SOAK_SEED` replays the faults, `SOAK_CLIENT` picks the client library (else the seed
+ * draws it) and `SOAK_MS` runs longer.
  */
 import {
+  CLIENT_KINDS,
+  type ClientKind,
   type ClusterNode,
   type KindClient,
   runSoak,
@@ -21,6 +24,8 @@ import { clusterForFile } from './cluster-file.js';
 
 const RUN_MS = Number(process.env.SOAK_MS ?? 12_000);
 const SEED = Number(process.env.SOAK_SEED ?? Math.floor(Math.random() * 2 ** 31));
+/** The limiters' client library: `SOAK_CLIENT`, else drawn by the seed, so a seed replays it too. */
+const KIND = (process.env.SOAK_CLIENT ?? CLIENT_KINDS[SEED % CLIENT_KINDS.length]) as ClientKind;
 const CONFIGS: readonly SoakConfig[] = [
   { kind: 'tiered', policy: 'open' },
   { kind: 'tiered', policy: 'closed' },
@@ -100,14 +105,14 @@ it(
       configs: CONFIGS,
       // A client of its own per instance, as a fleet has.
       connect: async () => {
-        const client = await connect('ioredis');
+        const client = await connect(KIND);
         clients.push(client);
         return client;
       },
       fault: clusterFault,
       seed: SEED,
       runMs: RUN_MS,
-      label: 'ioredis Cluster',
+      label: `${KIND} Cluster`,
       closeClients,
       unhandled,
     });
