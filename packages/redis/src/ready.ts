@@ -7,6 +7,8 @@ interface IoredisReadiness {
   once(event: 'ready' | 'end', listener: () => void): unknown;
   off(event: 'ready' | 'end', listener: () => void): unknown;
   nodes?(role: 'master'): { ping(): Promise<unknown> }[];
+  /** A Cluster's read of its slots, which also opens a pool entry again for a master whose connection ended. */
+  refreshSlotsCache?(callback: (error?: Error | null) => void): void;
 }
 
 /** A node-redis client (`isReady`) or cluster (`isOpen` once `connect()` resolved). */
@@ -26,7 +28,8 @@ const MAX_TIMER_MS = 2_147_483_647;
  * if it ends, or is not ready within `timeoutMs`.
  * - ioredis / iovalkey `Redis`: its `ready` event (now, if it is ready already);
  * - ioredis / iovalkey `Cluster`: ready, and a connection open to every master (they open lazily,
- *   and a command for a master whose connection is still opening would fail);
+ *   and a command for a master whose connection is still opening would fail): a PING to each, again
+ *   after one fails, all within `timeoutMs`;
  * - node-redis client, cluster or Sentinel client: `isReady` (a client, a Sentinel client) or
  *   `isOpen` (a cluster), after your `connect()`.
  *
@@ -42,8 +45,9 @@ export async function whenReady(client: object, timeoutMs = DEFAULT_READY_TIMEOU
   internal.assertInteger('timeoutMs', timeoutMs, 1, MAX_TIMER_MS);
   if (client !== null && typeof client === 'object' && 'status' in client && 'once' in client) {
     const io = client as IoredisReadiness;
+    const deadline = performance.now() + timeoutMs;
     await statusReady(io, timeoutMs);
-    if (typeof io.nodes === 'function') await Promise.all(io.nodes('master').map((node) => node.ping()));
+    if (typeof io.nodes === 'function') await mastersAnswer(io, deadline, timeoutMs);
     return;
   }
   if (client !== null && typeof client === 'object' && 'isOpen' in client) {
@@ -54,6 +58,56 @@ export async function whenReady(client: object, timeoutMs = DEFAULT_READY_TIMEOU
     client,
     'an ioredis or iovalkey Redis or Cluster, or a node-redis client, cluster or Sentinel client',
   );
+}
+
+/** The least wait before another round of PINGs to a Cluster's masters, after one failed. */
+const PING_AGAIN_MS = 50;
+
+/**
+ * Resolves once every master of `cluster` answered a PING in one round (which opens the connections
+ * the Cluster opens lazily). A round that failed, a connection a fault dropped, is tried again once
+ * the slot table is read anew: ioredis takes a master whose connection ended out of its pool, and
+ * the next round, on the masters left, answered without it. Rejects at `deadline`, or once the client
+ * has ended. One PING a master, unbounded, held `whenReady(client, 300)` for 1,569 ms behind a
+ * master paused for 1.5 s, and as long as a frozen master stayed frozen; and one dropped connection
+ * failed it at once.
+ */
+async function mastersAnswer(cluster: IoredisReadiness, deadline: number, timeoutMs: number): Promise<void> {
+  let failure = '';
+  for (;;) {
+    if (cluster.status === 'end') throw new Error('the client ended before it was ready');
+    const leftMs = deadline - performance.now();
+    if (leftMs <= 0) break;
+    const round = Promise.all(cluster.nodes!('master').map((node) => node.ping()));
+    const outcome = await within(round, leftMs);
+    if (outcome === true) return;
+    if (outcome === false) break;
+    failure = `: ${outcome.message}`;
+    const pause = new Promise((resolve) => setTimeout(resolve, PING_AGAIN_MS));
+    const refreshed = new Promise<void>((resolve) => {
+      if (cluster.refreshSlotsCache === undefined) resolve();
+      else cluster.refreshSlotsCache(() => resolve());
+    });
+    await within(Promise.all([pause, refreshed]), Math.max(0, deadline - performance.now()));
+  }
+  throw new Error(`client not ready in ${timeoutMs} ms: a Cluster master did not answer PING${failure}`);
+}
+
+/** `true` once `round` resolves, its error if it rejects, `false` if `ms` pass first. */
+function within(round: Promise<unknown>, ms: number): Promise<boolean | Error> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    round.then(
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        resolve(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
+  });
 }
 
 /** The waits on one client still connecting, and the one pair of listeners of ours that ends them. */

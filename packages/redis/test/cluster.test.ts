@@ -2,6 +2,8 @@
  * RedisStore on a real three-master Redis Cluster: one slot per user, several limits per call,
  * a slot migrated under a live client, and a hammer across the cluster.
  */
+
+import { once } from 'node:events';
 import { defineLimit } from '@tiered-limiter/core';
 import {
   bucketKeys,
@@ -249,6 +251,48 @@ describe('whenReady', () => {
       expect(lists.map((list) => list.includes(` name=${name} `))).toEqual(cluster.nodes.map(() => true));
     } finally {
       named.disconnect();
+    }
+  });
+
+  it('gives up at its timeout when a master does not answer', async () => {
+    const late = cluster.cluster(recommendedClusterOptions);
+    late.on('error', () => {});
+    const paused = cluster.nodeClient(cluster.nodes[2]!);
+    try {
+      await once(late, 'ready');
+      await paused.call('CLIENT', 'PAUSE', '1000', 'ALL');
+      const startedAt = performance.now();
+      await expect(whenClientReady(late, 300)).rejects.toThrow(
+        'client not ready in 300 ms: a Cluster master did not answer PING',
+      );
+      // Before: the pause's end (1,569 ms behind one of 1.5 s).
+      expect(performance.now() - startedAt).toBeLessThan(300 + 200);
+    } finally {
+      await paused.call('CLIENT', 'UNPAUSE');
+      late.disconnect();
+    }
+  });
+
+  it('tries again when a master connection drops while it waits', async () => {
+    const dropped = cluster.cluster(recommendedClusterOptions);
+    dropped.on('error', () => {});
+    try {
+      await once(dropped, 'ready');
+      // Every master's connection open, to drop one.
+      await Promise.all(dropped.nodes('master').map((node) => node.ping()));
+      const master = dropped.nodes('master')[1]!;
+      const ready = whenClientReady(dropped, 2000);
+      // Before: the PING on it failed with "Connection is closed." and whenReady with it; then, tried
+      // again without the slot table read anew, it answered for the two masters left in the pool.
+      destroySocket(master);
+      await expect(ready).resolves.toBeUndefined();
+      expect(await Promise.all(dropped.nodes('master').map((node) => node.ping()))).toEqual([
+        'PONG',
+        'PONG',
+        'PONG',
+      ]);
+    } finally {
+      dropped.disconnect();
     }
   });
 });
