@@ -60,13 +60,14 @@ export async function whenReady(client: object, timeoutMs = DEFAULT_READY_TIMEOU
   );
 }
 
-/** The least wait before another round of PINGs to a Cluster's masters, after one failed. */
+/** The wait before another round of PINGs to a Cluster's masters after one failed, doubling to the most. */
 const PING_AGAIN_MS = 50;
+const PING_AGAIN_MOST_MS = 1000;
 
 /**
  * Resolves once every master of `cluster` answered a PING in one round (which opens the connections
- * the Cluster opens lazily). A round that failed, a connection a fault dropped, is tried again once
- * the slot table is read anew: ioredis takes a master whose connection ended out of its pool, and
+ * the Cluster opens lazily). A round that failed, a connection a fault dropped, is tried again, 50 ms
+ * later and doubling to 1 s, once the slot table is read anew: ioredis takes a master whose connection ended out of its pool, and
  * the next round, on the masters left, answered without it. Rejects at `deadline`, or once the client
  * has ended. One PING a master, unbounded, held `whenReady(client, 300)` for 1,569 ms behind a
  * master paused for 1.5 s, and as long as a frozen master stayed frozen; and one dropped connection
@@ -74,7 +75,7 @@ const PING_AGAIN_MS = 50;
  */
 async function mastersAnswer(cluster: IoredisReadiness, deadline: number, timeoutMs: number): Promise<void> {
   let failure = '';
-  for (;;) {
+  for (let againMs = PING_AGAIN_MS; ; againMs = Math.min(2 * againMs, PING_AGAIN_MOST_MS)) {
     if (cluster.status === 'end') throw new Error('the client ended before it was ready');
     const leftMs = deadline - performance.now();
     if (leftMs <= 0) break;
@@ -83,7 +84,8 @@ async function mastersAnswer(cluster: IoredisReadiness, deadline: number, timeou
     if (outcome === true) return;
     if (outcome === false) break;
     failure = `: ${outcome.message}`;
-    const pause = new Promise((resolve) => setTimeout(resolve, PING_AGAIN_MS));
+    // Each read of the slots opens a connection: a master down for the whole wait costs a dozen, not 200.
+    const pause = new Promise((resolve) => setTimeout(resolve, againMs));
     const refreshed = new Promise<void>((resolve) => {
       if (cluster.refreshSlotsCache === undefined) resolve();
       else cluster.refreshSlotsCache(() => resolve());
