@@ -3,7 +3,6 @@
  * a slot migrated under a live client, and a hammer across the cluster.
  */
 
-import { once } from 'node:events';
 import { defineLimit } from '@tiered-limiter/core';
 import {
   bucketKeys,
@@ -14,6 +13,7 @@ import {
 } from '@tiered-limiter/redis';
 import {
   type ClusterNode,
+  connectCluster,
   destroySocket,
   storeOps as ops,
   type RedisCluster,
@@ -253,46 +253,38 @@ describe('whenReady', () => {
       named.disconnect();
     }
   });
+});
 
+describe.each(['ioredis', 'iovalkey'] as const)('whenReady on an %s Cluster, a master in trouble', (kind) => {
   it('gives up at its timeout when a master does not answer', async () => {
-    const late = cluster.cluster(recommendedClusterOptions);
-    late.on('error', () => {});
+    const late = await connectCluster(kind, cluster.nodes);
     const paused = cluster.nodeClient(cluster.nodes[2]!);
     try {
-      await once(late, 'ready');
       await paused.call('CLIENT', 'PAUSE', '1000', 'ALL');
       const startedAt = performance.now();
-      await expect(whenClientReady(late, 300)).rejects.toThrow(
+      await expect(whenClientReady(late.client, 300)).rejects.toThrow(
         'client not ready in 300 ms: a Cluster master did not answer PING',
       );
       // Before: the pause's end (1,569 ms behind one of 1.5 s).
       expect(performance.now() - startedAt).toBeLessThan(300 + 200);
     } finally {
       await paused.call('CLIENT', 'UNPAUSE');
-      late.disconnect();
+      late.close();
     }
   });
 
   it('tries again when a master connection drops while it waits', async () => {
-    const dropped = cluster.cluster(recommendedClusterOptions);
-    dropped.on('error', () => {});
+    const dropped = await connectCluster(kind, cluster.nodes);
+    const masters = () => (dropped.client as Cluster).nodes('master');
     try {
-      await once(dropped, 'ready');
-      // Every master's connection open, to drop one.
-      await Promise.all(dropped.nodes('master').map((node) => node.ping()));
-      const master = dropped.nodes('master')[1]!;
-      const ready = whenClientReady(dropped, 2000);
+      const ready = whenClientReady(dropped.client, 2000);
       // Before: the PING on it failed with "Connection is closed." and whenReady with it; then, tried
       // again without the slot table read anew, it answered for the two masters left in the pool.
-      destroySocket(master);
+      destroySocket(masters()[1]!);
       await expect(ready).resolves.toBeUndefined();
-      expect(await Promise.all(dropped.nodes('master').map((node) => node.ping()))).toEqual([
-        'PONG',
-        'PONG',
-        'PONG',
-      ]);
+      expect(await Promise.all(masters().map((node) => node.ping()))).toEqual(['PONG', 'PONG', 'PONG']);
     } finally {
-      dropped.disconnect();
+      dropped.close();
     }
   });
 });
