@@ -8,23 +8,19 @@
  * and `SOAK_MS` runs longer.
  */
 import {
-  CLIENT_KINDS,
-  type ClientKind,
   connectServer,
   type KindClient,
   runSoak,
   type SoakConfig,
   serverFault,
+  soakSettings,
   whenReady,
 } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, it } from 'vitest';
 import { redisForFile } from './src/redis-for-file.js';
 
-const RUN_MS = Number(process.env.SOAK_MS ?? 12_000);
-const SEED = Number(process.env.SOAK_SEED ?? Math.floor(Math.random() * 2 ** 31));
-/** The limiters' client library: `SOAK_CLIENT`, else drawn by the seed, so a seed replays it too. */
-const KIND = (process.env.SOAK_CLIENT ?? CLIENT_KINDS[SEED % CLIENT_KINDS.length]) as ClientKind;
+const { runMs: RUN_MS, seed: SEED, kind: KIND } = soakSettings();
 /** Every limiter under every policy it accepts (optimistic cold start refuses `closed`). */
 const CONFIGS: readonly SoakConfig[] = [
   { kind: 'tiered', policy: 'open' },

@@ -71,8 +71,8 @@ export type { ScenarioInstance, ScenarioReport, ScenarioStep } from './scenario.
 export { runScenario } from './scenario.js';
 export { seededRandom } from './seeded-random.js';
 export { parseServerCpuSeconds, readServerCpuSeconds } from './server-cpu.js';
-export type { SoakConfig, SoakRunOptions } from './soak-run.js';
-export { runSoak, SOAK_LIMITS } from './soak-run.js';
+export type { SoakConfig, SoakRunOptions, SoakSettings } from './soak-run.js';
+export { runSoak, SOAK_LIMITS, soakSettings } from './soak-run.js';
 export type { StoreCall, StoreMode } from './store-doubles.js';
 export { LosableStore, ScriptedStore } from './store-doubles.js';
 export type { CutOutcome } from './store-ops.js';

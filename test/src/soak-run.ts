@@ -1,10 +1,31 @@
 import { defineLimit, type FailurePolicy } from '@tiered-limiter/core';
 import { createRedisLimiter, createTieredLimiter } from '@tiered-limiter/redis';
 import { expect } from 'vitest';
+import { CLIENT_KINDS, type ClientKind } from './client-kinds.js';
 import { type SoakLimiter, type SoakSubject, soak } from './fault-soak.js';
 import { msUntilStoreAnswers } from './redis-answers.js';
 import { seededRandom } from './seeded-random.js';
 import { uniquePrefix } from './unique-prefix.js';
+
+/** What a soak file runs with, from its environment. */
+export interface SoakSettings {
+  /** `SOAK_MS`, else 12 s. */
+  readonly runMs: number;
+  /** `SOAK_SEED` to replay a run, else a fresh one. */
+  readonly seed: number;
+  /** The limiters' client library: `SOAK_CLIENT`, else drawn by the seed, so a seed replays it too. */
+  readonly kind: ClientKind;
+}
+
+/** A soak file's settings, read from `SOAK_MS`, `SOAK_SEED` and `SOAK_CLIENT`. */
+export function soakSettings(): SoakSettings {
+  const seed = Number(process.env.SOAK_SEED ?? Math.floor(Math.random() * 2 ** 31));
+  return {
+    runMs: Number(process.env.SOAK_MS ?? 12_000),
+    seed,
+    kind: (process.env.SOAK_CLIENT ?? CLIENT_KINDS[seed % CLIENT_KINDS.length]) as ClientKind,
+  };
+}
 
 /** One limiter configuration a soak runs, two instances of it. */
 export interface SoakConfig {

@@ -7,14 +7,13 @@
  * draws it) and `SOAK_MS` runs longer.
  */
 import {
-  CLIENT_KINDS,
-  type ClientKind,
   type ClusterNode,
   type KindClient,
   runSoak,
   SOAK_KEYS,
   SOAK_LIMITS,
   type SoakConfig,
+  soakSettings,
   whenReady,
 } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
@@ -22,10 +21,7 @@ import { afterAll, beforeAll, it } from 'vitest';
 import { bucketKeys } from '../src/index.js';
 import { clusterForFile } from './cluster-file.js';
 
-const RUN_MS = Number(process.env.SOAK_MS ?? 12_000);
-const SEED = Number(process.env.SOAK_SEED ?? Math.floor(Math.random() * 2 ** 31));
-/** The limiters' client library: `SOAK_CLIENT`, else drawn by the seed, so a seed replays it too. */
-const KIND = (process.env.SOAK_CLIENT ?? CLIENT_KINDS[SEED % CLIENT_KINDS.length]) as ClientKind;
+const { runMs: RUN_MS, seed: SEED, kind: KIND } = soakSettings();
 const CONFIGS: readonly SoakConfig[] = [
   { kind: 'tiered', policy: 'open' },
   { kind: 'tiered', policy: 'closed' },
