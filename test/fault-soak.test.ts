@@ -9,7 +9,6 @@
  */
 import {
   connectServer,
-  type KindClient,
   runSoak,
   type SoakConfig,
   serverFault,
@@ -17,7 +16,7 @@ import {
   whenReady,
 } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, it } from 'vitest';
+import { beforeAll, it } from 'vitest';
 import { redisForFile } from './src/redis-for-file.js';
 
 const { runMs: RUN_MS, seed: SEED, kind: KIND } = soakSettings();
@@ -35,22 +34,11 @@ const CONFIGS: readonly SoakConfig[] = [
 
 const server = redisForFile();
 let admin: Redis;
-const clients: KindClient[] = [];
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown) => unhandled.push(reason);
-const closeClients = () => {
-  for (const client of clients.splice(0)) client.close();
-};
 
 beforeAll(async () => {
   admin = server.client({ maxRetriesPerRequest: 1 });
   admin.on('error', () => {});
   await whenReady(admin);
-  process.on('unhandledRejection', onUnhandled);
-});
-afterAll(() => {
-  process.off('unhandledRejection', onUnhandled);
-  closeClients();
 });
 
 it(
@@ -69,17 +57,11 @@ it(
     };
     await runSoak({
       configs: CONFIGS,
-      connect: async () => {
-        const client = await connectServer(KIND, server);
-        clients.push(client);
-        return client;
-      },
+      connect: () => connectServer(KIND, server),
       fault: (random) => serverFault(target, random),
       seed: SEED,
       runMs: RUN_MS,
       label: KIND,
-      closeClients,
-      unhandled,
     });
   },
   RUN_MS + 60_000,

@@ -36,10 +36,7 @@ export interface SoakConfig {
 /** What a soak test file gives `runSoak`. */
 export interface SoakRunOptions {
   readonly configs: readonly SoakConfig[];
-  /**
-   * A new client for one instance: the soak closes it once a replaced instance has closed, the file
-   * closes the rest after the test.
-   */
+  /** A new client for one instance: the soak closes it as the instance leaves, or when the soak ends. */
   readonly connect: () => Promise<{ readonly client: object; close(): void }>;
   /**
    * One fault, drawn with `random` (`serverFault`, say); `prefixes` are the configurations' key
@@ -50,10 +47,6 @@ export interface SoakRunOptions {
   readonly runMs: number;
   /** Said with the seed in every failure message (the client library, say). */
   readonly label: string;
-  /** Closes the file's clients, once every limiter is closed. */
-  readonly closeClients: () => void;
-  /** The unhandled rejections the file has heard (it listens). */
-  readonly unhandled: readonly unknown[];
 }
 
 const SOAK_TIMEOUT_MS = 20;
@@ -94,13 +87,35 @@ function limiterOf(config: SoakConfig, redis: object, prefix: string): SoakLimit
  * more timers once everything closed than before the soak began.
  */
 export async function runSoak(options: SoakRunOptions): Promise<void> {
-  const { configs, connect, fault, seed, runMs, label, closeClients, unhandled } = options;
-  const timersBefore = activeTimers();
-  // A replacement limiter is another instance of the same limit: same options, same prefix.
-  const makers = new Map<SoakSubject, () => Promise<SoakLimiter>>();
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
   // Each instance's client, closed as the instance leaves: a soak that kept them had 150 Cluster
   // clients in its process after 30 s, each refreshing its slot table after every fault.
   const clientOf = new Map<SoakLimiter, { close(): void }>();
+  const closeClients = () => {
+    for (const client of clientOf.values()) client.close();
+    clientOf.clear();
+  };
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    await soakAndCheck(options, clientOf, closeClients, unhandled);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+    // A soak that failed half-way leaves no client reconnecting behind it.
+    closeClients();
+  }
+}
+
+async function soakAndCheck(
+  options: SoakRunOptions,
+  clientOf: Map<SoakLimiter, { close(): void }>,
+  closeClients: () => void,
+  unhandled: readonly unknown[],
+): Promise<void> {
+  const { configs, connect, fault, seed, runMs, label } = options;
+  const timersBefore = activeTimers();
+  // A replacement limiter is another instance of the same limit: same options, same prefix.
+  const makers = new Map<SoakSubject, () => Promise<SoakLimiter>>();
   const subjects: SoakSubject[] = [];
   const prefixes: string[] = [];
   for (const config of configs) {
