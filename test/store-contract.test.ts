@@ -12,7 +12,8 @@ import {
   uniquePrefix,
 } from '@tiered-limiter/test-harness';
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll } from 'vitest';
+import type { RedisClientType, RedisClusterType } from 'redis';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { rawCommandAdapter } from './src/raw-adapter.js';
 import { describeStoreContract } from './src/store-contract.js';
 
@@ -44,6 +45,23 @@ for (const kind of CLIENT_KINDS) {
     return new RedisStore({ redis: client.client, prefix: uniquePrefix('contract') });
   });
 }
+
+// node-redis v5 speaks RESP2 unless told `RESP: 3`, where a script's replies come back typed anew
+// (a Lua `true` as a boolean, not 1): the store must read them the same.
+describeStoreContract('RedisStore (node-redis, RESP3) on one Redis server', async () => {
+  const client = await connectServer('node-redis', server!, { override: { RESP: 3 } });
+  clients.push(client);
+  expect(await (client.client as RedisClientType).sendCommand(['CLIENT', 'INFO'])).toMatch(/ resp=3\b/);
+  return new RedisStore({ redis: client.client, prefix: uniquePrefix('contract') });
+});
+
+describeStoreContract('RedisStore (node-redis, RESP3) on a Redis Cluster of 3 masters', async () => {
+  const client = await connectCluster('node-redis', cluster!.nodes, { override: { RESP: 3 } });
+  clients.push(client);
+  const info = (client.client as RedisClusterType).sendCommand(undefined, true, ['CLIENT', 'INFO']);
+  expect(await info).toMatch(/ resp=3\b/);
+  return new RedisStore({ redis: client.client, prefix: uniquePrefix('contract') });
+});
 
 describeStoreContract('RedisStore (ioredis) on a Redis Cluster of 3 masters, 12 virtual shards', async () => {
   const client = await connectCluster('ioredis', cluster!.nodes);
