@@ -63,6 +63,21 @@ describeStoreContract('RedisStore (node-redis, RESP3) on a Redis Cluster of 3 ma
   return new RedisStore({ redis: client.client, prefix: uniquePrefix('contract') });
 });
 
+// A service sharing its Redis often gives its client a `keyPrefix`: ioredis then prefixes every key
+// of every command, the script's KEYS and a reset's DEL alike, and a Cluster client reckons slots on
+// the prefixed key, whose hash tag is still the store's.
+describeStoreContract('RedisStore (ioredis with a keyPrefix) on one Redis server', async () => {
+  const client = await connectServer('ioredis', server!, { override: { keyPrefix: 'app:' } });
+  clients.push(client);
+  return new RedisStore({ redis: client.client, prefix: uniquePrefix('contract') });
+});
+
+describeStoreContract('RedisStore (ioredis with a keyPrefix) on a Redis Cluster of 3 masters', async () => {
+  const client = await connectCluster('ioredis', cluster!.nodes, { override: { keyPrefix: 'app:' } });
+  clients.push(client);
+  return new RedisStore({ redis: client.client, prefix: uniquePrefix('contract') });
+});
+
 describeStoreContract('RedisStore (ioredis) on a Redis Cluster of 3 masters, 12 virtual shards', async () => {
   const client = await connectCluster('ioredis', cluster!.nodes);
   clients.push(client);
