@@ -335,22 +335,22 @@ describe('TieredLimiter optimistic cold start', () => {
     expect(l.stats().tokensOptimistic).toBe(100_000);
   });
 
-  it('gives credit while few charges wait: past 64 a new key goes the exact way until they are answered', async () => {
+  it('gives credit while few charges wait: past 128 a new key goes the exact way until they are answered', async () => {
     const { store, l } = optimistic();
-    const burst = Array.from({ length: 70 }, (_, i) => l.tryConsume(`k${i}`));
-    expect(burst.slice(0, 64).every((d) => d?.tier === 'local')).toBe(true);
-    expect(burst.slice(64).every((d) => d === undefined)).toBe(true);
-    // The 64 charges leave together at the end of the turn, and once answered make room.
+    const burst = Array.from({ length: 134 }, (_, i) => l.tryConsume(`k${i}`));
+    expect(burst.slice(0, 128).every((d) => d?.tier === 'local')).toBe(true);
+    expect(burst.slice(128).every((d) => d === undefined)).toBe(true);
+    // The 128 charges leave together at the end of the turn, and once answered make room.
     await settle();
     await settle();
-    expect(store.ops.filter((op) => op.debit === 1)).toHaveLength(64);
-    expect(l.tryConsume('k70')).toMatchObject({ allowed: true, tier: 'local' });
+    expect(store.ops.filter((op) => op.debit === 1)).toHaveLength(128);
+    expect(l.tryConsume('k134')).toMatchObject({ allowed: true, tier: 'local' });
   });
 
   it('takes the mark of a key first taken the exact way when the key starts on credit', async () => {
     const { l } = optimistic();
-    for (let i = 0; i < 64; i++) l.tryConsume(`k${i}`);
-    // 64 charges wait: a new key goes the exact way, a take and a mark.
+    for (let i = 0; i < 128; i++) l.tryConsume(`k${i}`);
+    // 128 charges wait: a new key goes the exact way, a take and a mark.
     expect(l.tryConsume('late')).toBeUndefined();
     expect(await l.consume('late')).toMatchObject({ allowed: true, tier: 'global' });
     expect(l.stats()).toMatchObject({ keysSeenOnce: 1 });
@@ -358,7 +358,7 @@ describe('TieredLimiter optimistic cold start', () => {
     await settle();
     // Back once the charges are answered: on credit, and no longer a key seen once.
     expect(l.tryConsume('late')).toMatchObject({ allowed: true, tier: 'local' });
-    expect(l.stats()).toMatchObject({ keys: 65, keysSeenOnce: 0 });
+    expect(l.stats()).toMatchObject({ keys: 129, keysSeenOnce: 0 });
   });
 
   it('starts a key optimistically again only a spacing later, even when its lease left the table', async () => {

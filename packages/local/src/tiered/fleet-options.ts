@@ -29,7 +29,7 @@ export interface ColdStartOptions {
    * periodic sync, credit is given only once the fleet registry's live count, from this instance's
    * answered heartbeats, has been within `N` for a spacing, unbroken (a fleet scaled past it goes
    * the exact way until it is back; an instance that replaced another waits a spacing); without
-   * it, from a spacing after the limiter was made. While 64 charges wait to be answered, a new key
+   * it, from a spacing after the limiter was made. While 128 charges wait to be answered, a new key
    * goes the exact way, so that a burst of new keys cannot queue charges ahead of requests.
    * @default 'exact'
    */
