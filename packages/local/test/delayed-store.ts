@@ -21,6 +21,12 @@ import type { MemoryStore } from '@tiered-limiter/local';
 
 const { bucketOpWrites, copySharedBucket, resetSharedBucket, settleSharedBucket } = internal;
 
+/** A bucket of the shadow, and the limit of the op or reset that last wrote it. */
+interface ShadowEntry {
+  readonly state: SharedBucketState;
+  spec: LimitSpec;
+}
+
 /** A reward that landed: `tokens` asked, at the store's moment. */
 export interface Credit {
   readonly key: string;
@@ -73,7 +79,7 @@ export class DelayedStore implements GlobalStore {
   readonly #inner: MemoryStore;
   readonly #clock: Clock;
   readonly #travel: Travel;
-  readonly #shadow = new Map<string, SharedBucketState>();
+  readonly #shadow = new Map<string, ShadowEntry>();
   /**
    * Per key, the store's leased generations as its replies told them: tokens not yet reported and
    * until when the store holds them. A reset forgets them, and the shadow can miss them: once a
@@ -130,7 +136,7 @@ export class DelayedStore implements GlobalStore {
       this.#raises(key, limits);
       this.#specs.add(JSON.stringify(limits));
       for (const spec of limits) {
-        const state = this.#shadow.get(idOf(key, spec));
+        const state = this.#kept(idOf(key, spec), nowUs);
         if (state === undefined) continue;
         settleSharedBucket(state, spec, nowUs);
         let held = 0;
@@ -149,6 +155,7 @@ export class DelayedStore implements GlobalStore {
         resetSharedBucket(state, spec, nowUs);
         // As MemoryStore does: a full bucket is forgotten, and its next op's limits make it afresh.
         if (isSharedBucketFull(state, spec)) this.#shadow.delete(idOf(key, spec));
+        else this.#shadow.set(idOf(key, spec), { state, spec });
       }
       return this.#inner.reset(key, limits);
     });
@@ -226,7 +233,7 @@ export class DelayedStore implements GlobalStore {
     const nowUs = this.#nowUs();
     // Copies, as the store applies an op to: the shadow changes only if the op writes.
     const states = op.limits.map((spec) => {
-      const kept = this.#shadow.get(idOf(op.key, spec));
+      const kept = this.#kept(idOf(op.key, spec), nowUs);
       return kept === undefined ? freshSharedBucket(spec, nowUs) : copySharedBucket(kept);
     });
     const reply = applyBucketOp(states, op.limits, op, nowUs);
@@ -236,9 +243,30 @@ export class DelayedStore implements GlobalStore {
     if (!bucketOpWrites(op, reply)) return reply;
     op.limits.forEach((spec, i) => {
       if (isSharedBucketFull(states[i]!, spec)) this.#shadow.delete(idOf(op.key, spec));
-      else this.#shadow.set(idOf(op.key, spec), states[i]!);
+      else this.#shadow.set(idOf(op.key, spec), { state: states[i]!, spec });
     });
     return reply;
+  }
+
+  /**
+   * The shadow's bucket `id` at `nowUs`, or `undefined` where the store has none: as MemoryStore
+   * reads it (and as Redis's TTL, set by the op that last wrote the key, expires it), a bucket full
+   * by the limit that last wrote it is gone, whether or not a sweep has dropped it. Kept, the
+   * shadow refused takes the store, making the bucket afresh under a raised capacity, granted; the
+   * key's other limits then kept in the shadow the tokens those takes spent at the store, and a
+   * reset's addition read from them came out short (the long fuzz, 2026-12-07: 32 admitted against
+   * 24 allowed, where the store's bucket held 0.4 tokens and the shadow's 16.4).
+   */
+  #kept(id: string, nowUs: number): SharedBucketState | undefined {
+    const entry = this.#shadow.get(id);
+    if (entry === undefined) return undefined;
+    const last = entry.state.held.at(-1);
+    if (last !== undefined && last.releaseUs > nowUs) return entry.state;
+    const copy = copySharedBucket(entry.state);
+    settleSharedBucket(copy, entry.spec, nowUs);
+    if (!isSharedBucketFull(copy, entry.spec)) return entry.state;
+    this.#shadow.delete(id);
+    return undefined;
   }
 
   /** Runs `run` at the store after the way in, and answers after the way back (0 ms: at once). */

@@ -105,4 +105,34 @@ describe('TieredLimiter accuracy under travelling store calls, the sync, managem
     ];
     await runFuzz(setup, events);
   });
+
+  // The long run's counterexample (2026-12-07): limit B, 3 at 54/s, became 16 at 5/s; the store read
+  // its bucket, full by the old limit, as gone and made it afresh full to 16, where the fuzz's shadow
+  // kept it and refused the takes the store granted. Limit A's shadow then kept 16 tokens the store
+  // had spent, and a reset's addition read from it allowed 24 where 32 were admitted, well within
+  // the store's own bound. The shadow now drops a bucket full by its own limit, as the store does.
+  it('reads a bucket full by its old limit as gone, as the store does (a replayed counterexample)', async () => {
+    const setup = {
+      ...REPLAYED,
+      sync: false,
+      several: 2,
+      maxKeys: 1,
+      limits: [
+        { capacity: 20, rate: 1 },
+        { capacity: 3, rate: 54 },
+        { capacity: 18, rate: 1 },
+        { capacity: 16, rate: 5 },
+      ],
+    } as FuzzSetup;
+    const events: FuzzEvent[] = [
+      { kind: 'burst', instance: 0, key: 1, cost: 2, n: 6, ms: 16, all: false },
+      { kind: 'acquire', instance: 0, key: 1, cost: 1, n: 6, ms: 16, all: false },
+      { kind: 'setLimits', instance: 0, key: 0, cost: 1, n: 13, ms: 0, all: false },
+      { kind: 'churn', instance: 0, key: 0, cost: 1, n: 1, ms: 401, all: false },
+      { kind: 'reset', instance: 0, key: 1, cost: 1, n: 6, ms: 0, all: false },
+      { kind: 'burst', instance: 0, key: 1, cost: 2, n: 6, ms: 0, all: false },
+      { kind: 'burst', instance: 0, key: 0, cost: 1, n: 6, ms: 0, all: false },
+    ];
+    await runFuzz(setup, events);
+  });
 });
