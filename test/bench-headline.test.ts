@@ -69,4 +69,19 @@ describe('the headline’s many-keys ratios', () => {
     ]);
     expect(zipf[0]).toMatch(/1,592,321 allowed, 3,902,975 denied; peer 434,006 allowed, 576,682 denied\)$/);
   });
+
+  it('puts the in-process ceiling beside the two-tier ratios, and a dash where it did not run', () => {
+    const [withCeiling] = linesOf('keys', [
+      row('TieredLimiter', 'zipf', '100 at 10/s', 900_000, 1_600_000, 3_900_000),
+      row('LocalLimiter (in process, not shared)', 'zipf', '100 at 10/s', 1_800_000, 1_700_000, 9_000_000),
+      row('RateLimiterRedis', 'zipf', '100 at 10/s', 100_000, 400_000, 500_000),
+    ]);
+    expect(withCeiling).toContain('two-tier exact 9.00×');
+    expect(withCeiling).toContain('in process and not shared (the ceiling) 18.0×');
+    const [without] = linesOf('keys', [
+      row('TieredLimiter', 'zipf', '100 at 10/s', 900_000, 1_600_000, 3_900_000),
+      row('RateLimiterRedis', 'zipf', '100 at 10/s', 100_000, 400_000, 500_000),
+    ]);
+    expect(without).toContain('in process and not shared (the ceiling) —');
+  });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { keysTasks } from '../bench/src/keys.js';
+import { IN_PROCESS_ONLY, keysTasks } from '../bench/src/keys.js';
 import type { Subject } from '../bench/src/limiters.js';
 import { ADMITTED } from '../bench/src/loop.js';
 import { benchSettings } from '../bench/src/section.js';
@@ -47,6 +47,22 @@ describe('the many-keys rows’ window check', () => {
     expect(window.bound).toBeGreaterThanOrEqual(
       capacity + (refillPerSecond * (window.windowMs + 5000)) / 1000,
     );
+  });
+
+  it('runs the in-process ceiling on a real LocalLimiter, at its limit, within one bucket’s bound', async () => {
+    // The ceiling row needs no Redis: its own task, on the Zipf keys, with quick settings.
+    const task = keysTasks().find(
+      (t) => t.limiter === IN_PROCESS_ONLY && t.keys === 'zipf' && t.inFlight === 64,
+    );
+    if (task?.checked === undefined) throw new Error('no checked in-process task');
+    const row = await measureOn(task, server, 'p', { ...settings, maxDecisions: 50_000 });
+    expect(row.peer).toContain('RateLimiterRedis');
+    expect(row.policy).toBeNull();
+    // Zipf's hottest keys meet their limit within the quick run's decisions: the row bites.
+    expect(row.denied).toBeGreaterThan(0);
+    expect(row.syncPeriodMs).toBeNull();
+    expect(row.window!.admitted).toBeGreaterThan(0);
+    expect(row.window!.excess).toBeLessThanOrEqual(0);
   });
 
   it('gives a limiter without the sync no period: one bucket’s C + r·W, and the stamps’ slack', async () => {

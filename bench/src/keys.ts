@@ -3,7 +3,7 @@ import { columns, decisionWords } from './columns.js';
 import { count, duration, small } from './format.js';
 import { loopCell, POLICY_NOTE } from './health.js';
 import { type KeySet, MANY_KEYS, ZIPF_CHECKED_KEYS } from './key-sets.js';
-import { requestLimiter, rlfRedis, THROUGHPUT_TIMEOUT_MS, tieredLimiter } from './limiters.js';
+import { localLimiter, requestLimiter, rlfRedis, THROUGHPUT_TIMEOUT_MS, tieredLimiter } from './limiters.js';
 import { type BenchLimit, BITES_10, peerLimitOf } from './limits.js';
 import type { BenchSettings, Column, Section } from './section.js';
 import { measureThroughput, STEADY_MEASURE_MS, STEADY_WARMUP_MS, throughputColumns } from './throughput.js';
@@ -73,10 +73,20 @@ const TOLD_MORE = `TieredLimiter (told ${OVER_DECLARED} instances)`;
 const toldMore: ThroughputTask['make'] = (redis, prefix) =>
   tieredLimiter(redis, prefix, LIMIT.spec, { maxKeys: MANY_KEYS, instances: OVER_DECLARED });
 
+/**
+ * The rows' ceiling: `LocalLimiter` alone, each key's bucket in process and nothing shared. Not a
+ * limiter for a fleet; it says how fast any limiter holding its keys' state in process can be on
+ * these keys in this loop, on this host, so that the two-tier rows' ratios are read against it.
+ */
+export const IN_PROCESS_ONLY = 'LocalLimiter (in process, not shared)';
+const inProcessOnly: ThroughputTask['make'] = () => localLimiter(LIMIT.spec, MANY_KEYS);
+
 /** The bound each limiter's hottest keys are checked against (the peer's are not). */
 const CHECKS: Readonly<Record<string, ThroughputTask['checked']>> = {
   TieredLimiter: exactCheck,
   [TOLD_MORE]: exactCheck,
+  // One process's own buckets: one bucket's `C + r·W`, as for the per-request limiter.
+  [IN_PROCESS_ONLY]: exactCheck,
   'TieredLimiter (optimistic)': { keys: CHECKED, bound: optimisticSlacked, pieceMs: OPTIMISTIC.spacingMs },
   RequestLimiter: requestCheck,
 };
@@ -99,10 +109,14 @@ export function keysTasks(): ThroughputTask[] {
   );
 }
 
-/** A shape's limiters at `inFlight`: `MANY_KEYS_LIMITERS`, and keys in turn at 64 the one told more instances. */
+/**
+ * A shape's limiters at `inFlight`: `MANY_KEYS_LIMITERS`, and keys in turn at 64 the one told more
+ * instances; then the in-process ceiling, last so that the peer's row comes before it.
+ */
 function limitersOf(keys: KeySet, inFlight: number): readonly [string, ThroughputTask['make']][] {
-  if (keys !== 'many' || inFlight !== IN_FLIGHT[0]) return MANY_KEYS_LIMITERS;
-  return [MANY_KEYS_LIMITERS[0]!, [TOLD_MORE, toldMore], ...MANY_KEYS_LIMITERS.slice(1)];
+  const ceiling: [string, ThroughputTask['make']] = [IN_PROCESS_ONLY, inProcessOnly];
+  if (keys !== 'many' || inFlight !== IN_FLIGHT[0]) return [...MANY_KEYS_LIMITERS, ceiling];
+  return [MANY_KEYS_LIMITERS[0]!, [TOLD_MORE, toldMore], ...MANY_KEYS_LIMITERS.slice(1), ceiling];
 }
 
 const GROUPS: Readonly<Record<string, string>> = {
@@ -160,7 +174,11 @@ export const keysSection: Section<ThroughputTask, ThroughputRow> = {
       'as the rows were until the ninth run: each lease capped at a share for instances that do not run; ' +
       `\`(optimistic)\` adds \`coldStart: { mode: 'optimistic', credit: ${OPTIMISTIC.credit}, spacingMs: ${OPTIMISTIC.spacingMs} }\`; ` +
       `\`RequestLimiter\`; store timeout ${THROUGHPUT_TIMEOUT_MS} ms, \`failurePolicy: open\`. The peer is ` +
-      "rate-limiter-flexible's `RateLimiterRedis`, 10 points per 1 s, with its in-memory block and insurance limiter.",
+      "rate-limiter-flexible's `RateLimiterRedis`, 10 points per 1 s, with its in-memory block and insurance limiter. " +
+      `\`${IN_PROCESS_ONLY}\` is no limiter for a fleet but the rows' ceiling: \`LocalLimiter\` alone, each key's bucket ` +
+      'in process and nothing shared, no Redis, in the same loop on the same keys. No limiter that keeps its keys in ' +
+      'process decides faster than it here, whatever it shares; the two-tier rows read against it say what sharing ' +
+      "the limit costs, and the peer's ratio beside it what this host allows.",
     '**Redis RT / 1,000** and **Redis µs / decision**: script calls (EVALSHA, EVAL, EXEC) per 1,000 decisions and ' +
       'their server time per decision, from `INFO commandstats` over the timed part. **key-ops / call**: keys ' +
       "per round trip by the limiter's own `RedisStore.stats()` (`keys ÷ calls`): how much each call carries, a " +

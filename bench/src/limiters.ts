@@ -1,5 +1,5 @@
 import type { LimitSpec } from '@tiered-limiter/core';
-import { type ColdStartOptions, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
+import { type ColdStartOptions, LocalLimiter, RequestLimiter, TieredLimiter } from '@tiered-limiter/local';
 import { RedisStore } from '@tiered-limiter/redis';
 import type { Cluster, Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
@@ -52,6 +52,23 @@ const deny = (reason: unknown): Outcome => {
 export function noLimiter(): Subject {
   return {
     decider: { sync: admit, async: async () => ADMITTED },
+    showsPolicy: false,
+    close: async () => {},
+  };
+}
+
+/**
+ * `LocalLimiter` on its own: every key's bucket in process, nothing shared, no store (the row's
+ * client goes unused). Beside the many-keys rows it is their ceiling on this host: a limiter that
+ * keeps each key's state in process can decide no faster than this on the same keys, in the same
+ * loop, shared limit or not.
+ */
+export function localLimiter(limit: LimitSpec, maxKeys: number): Subject {
+  const limiter = new LocalLimiter({ limits: limit, maxKeys });
+  const decide = (key: string) => outcomeOf(limiter.tryConsume(key));
+  return {
+    decider: { sync: decide, async: async (key) => decide(key) },
+    // It has no store, so no failure policy: its column reads `—`, not a 0 that might be read as a claim.
     showsPolicy: false,
     close: async () => {},
   };

@@ -7,6 +7,7 @@ import type { ColdRow } from './cold.js';
 import type { FleetRow } from './fleet-sim.js';
 import { count, duration, markdownTable, percent, small, textTable, times } from './format.js';
 import { type Health, type PolicyCount, PROBE_SLOW_MS, policyCell, policyMark } from './health.js';
+import { IN_PROCESS_ONLY } from './keys.js';
 import type { LoadRow } from './load.js';
 import type { MicroRow } from './micro.js';
 import { BUSY_ROW, IDLE_ROW, type NeighbourRow } from './neighbours.js';
@@ -160,13 +161,15 @@ function keysLines(rows: readonly ThroughputRow[]): string[] {
       const exact = of('TieredLimiter');
       const optimistic = of('TieredLimiter (optimistic)');
       const request = of('RequestLimiter');
+      const inProcess = of(IN_PROCESS_ONLY);
       const peer = of(PEER);
       if (exact?.timesPeer == null) continue;
       const ratio = (r: ThroughputRow | undefined) => (r?.timesPeer == null ? '—' : times(r.timesPeer));
       lines.push(
         `${set === 'zipf' ? '100k keys Zipf' : '100k keys in turn'} at ${exact.limit}, ${inFlight} in flight, ` +
           `÷ rate-limiter-flexible: two-tier exact ${ratio(exact)}, optimistic ${ratio(optimistic)}, ` +
-          `per-request ${ratio(request)}; exact ${small(exact.roundTripsPer1000)} Redis calls per 1,000 decisions, ` +
+          `per-request ${ratio(request)}, in process and not shared (the ceiling) ${ratio(inProcess)}; ` +
+          `exact ${small(exact.roundTripsPer1000)} Redis calls per 1,000 decisions, ` +
           `${small(exact.redisUsPerDecision)} Redis µs per decision, ` +
           `${small(exact.redisCpuUsPerDecision)} µs of Redis's CPU per decision ` +
           `(peer ${peer === undefined ? '—' : small(peer.redisCpuUsPerDecision)}), ` +
