@@ -37,6 +37,8 @@ const READMES: readonly Readme[] = [
       'http-node',
       'http-express',
       'http-fastify',
+      'http-hono',
+      'http-fetch',
       'http-keys',
       'http-routes',
       'http-plans',

@@ -426,6 +426,17 @@ export const exercises = {
         await app.close();
       }
     },
+    fetchRateLimit: async (m) => {
+      const rateLimit = m.http.fetchRateLimit({ limiter: onePerMinute(m) });
+      const get = () => new Request('http://127.0.0.1/items');
+      const first = await rateLimit(get(), '127.0.0.1');
+      assert.equal(first.allowed, true);
+      assert.equal(first.decision.key, '127.0.0.1');
+      assert.match(first.finish(new Response('ok')).headers.get('ratelimit-policy') ?? '', /"http"/);
+      const second = await rateLimit(get(), '127.0.0.1');
+      assert.equal(second.response.status, 429);
+      assert.equal(second.response.headers.get('content-type'), 'application/problem+json');
+    },
     clientIp: async (m) => {
       const [response] = await serve((req, res) => res.end(m.http.clientIp(req)));
       assert.equal(response.body, '127.0.0.1');

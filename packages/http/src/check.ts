@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { ConfigError, type Decision } from '@tiered-limiter/core';
 import { clientIp } from './client-ip.js';
 import { rateLimitHeaders } from './headers.js';
@@ -11,14 +11,34 @@ import { type ResolvedRoute, settingsOf } from './settings.js';
 import { warnOnce } from './warn.js';
 
 /**
- * Checks one request. `req` is what `key`, `cost`, `skip` and `limit` are given; `raw` is Node's
- * message underneath (the same object for Node `http` and Express), which the default key and
- * the route table read. Answers `undefined` when no limit applies to the request. Synchronous
- * when the limiter's `tryConsume` could decide, else a promise; `await` takes both.
+ * What the check reads of a request beside the framework's own object: the method and path the
+ * route table matches, `X-Forwarded-For`, and the socket's peer address for the default key.
+ * Node's `IncomingMessage` is one (the same object for Node `http` and Express; Fastify's
+ * `request.raw`); `fetchRateLimit` makes one from a Fetch `Request`.
+ */
+export interface RawRequest {
+  /** The request method (`GET`): a route named `GET /path` also counts `HEAD`. */
+  readonly method?: string | undefined;
+  /** The path and query as sent (`/items?page=2`). */
+  readonly url?: string | undefined;
+  /** The request headers by lower-case name: `x-forwarded-for` is the one read. */
+  readonly headers: IncomingHttpHeaders;
+  /** The connection: its peer's address is the client's, unless `trustProxy` says otherwise. */
+  readonly socket: {
+    /** The peer's IP address; `undefined` once the socket closed, or when the server gave none. */
+    readonly remoteAddress?: string | undefined;
+  };
+}
+
+/**
+ * Checks one request. `req` is what `key`, `cost`, `skip` and `limit` are given; `raw` is what
+ * the default key and the route table read (`RawRequest`: Node's message underneath). Answers
+ * `undefined` when no limit applies to the request. Synchronous when the limiter's `tryConsume`
+ * could decide, else a promise; `await` takes both.
  */
 export type RateLimitCheck<Req> = (
   req: Req,
-  raw: IncomingMessage,
+  raw: RawRequest,
 ) => RateLimitOutcome | undefined | Promise<RateLimitOutcome | undefined>;
 
 /** What an adapter adds to the framework-free check. */
@@ -90,7 +110,7 @@ export function buildCheck<Req>(
   const configRoutes = new WeakMap<object, ResolvedRoute<Req> | false>();
   const resolving = hooks.literalPaths !== true;
 
-  const addressOf = (req: Req, raw: IncomingMessage): string => {
+  const addressOf = (req: Req, raw: RawRequest): string => {
     if (trustProxy === 0) {
       const trusted = hooks.trustedIp?.(req);
       if (trusted !== undefined) return ipKey(trusted, false);
@@ -109,7 +129,7 @@ export function buildCheck<Req>(
     return clientIp(raw, trustProxy);
   };
 
-  const routeOf = (req: Req, raw: IncomingMessage): ResolvedRoute<Req> | false | undefined => {
+  const routeOf = (req: Req, raw: RawRequest): ResolvedRoute<Req> | false | undefined => {
     if (routeConfig !== undefined) {
       const config = routeConfig(req);
       if (config === false) return false;
@@ -207,6 +227,6 @@ export function buildCheck<Req>(
 }
 
 /** Express keeps the URL before mounting in `originalUrl`; Node and Fastify's raw message have `url`. */
-function originalUrl(raw: IncomingMessage): string | undefined {
-  return (raw as IncomingMessage & { originalUrl?: string }).originalUrl ?? raw.url;
+function originalUrl(raw: RawRequest): string | undefined {
+  return (raw as RawRequest & { originalUrl?: string }).originalUrl ?? raw.url;
 }

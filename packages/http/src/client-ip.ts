@@ -1,5 +1,5 @@
-import type { IncomingMessage } from 'node:http';
 import { ArgumentError } from '@tiered-limiter/core';
+import type { RawRequest } from './check.js';
 import { UNKNOWN_CLIENT_KEY } from './defaults.js';
 
 const MAPPED_V4 = /^::ffff:(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})$/i;
@@ -19,20 +19,23 @@ const WITH_PORT = /^(?:\[([0-9a-f:.]+)\](?::\d+)?|(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d
  * read. An IPv4 address seen through an IPv6 socket (`::ffff:192.0.2.1`) is given as IPv4, so
  * a client has one key whichever way it connected; a forwarded hop's port and brackets (`192.0.2.9:1234`,
  * `[2001:db8::1]:443`, `[2001:db8::1]`) are dropped, so one client is one key whatever port it came from. A
- * closed socket gives `'unknown'`. The default key is `ipKey(clientIp(req, trustProxy), ipv6Subnet)`.
+ * socket with no address (closed, or a Fetch `Request` given none) gives `'unknown'`, unless a trusted
+ * proxy's entry names the client. The default key is `ipKey(clientIp(req, trustProxy), ipv6Subnet)`.
  *
  * @example
  * const ip = clientIp(req); // '127.0.0.1'
  * const behindLoadBalancer = clientIp(req, 1);
  */
-export function clientIp(req: IncomingMessage, trustProxy = 0): string {
+export function clientIp(req: RawRequest, trustProxy = 0): string {
   // The middleware checks its own option; a caller's 1.5 read hops[0.5], and the request threw a
   // TypeError once an X-Forwarded-For arrived.
   if (!(Number.isInteger(trustProxy) && trustProxy >= 0)) {
     throw new ArgumentError('trustProxy', trustProxy, 'a whole number from 0 (trusted proxies in front)');
   }
   let address = req.socket.remoteAddress;
-  if (trustProxy > 0 && address !== undefined) {
+  // A trusted proxy's entry names the client whether or not the peer's address is known: a Fetch
+  // `Request` comes with none unless the server passes it on.
+  if (trustProxy > 0) {
     const forwarded = req.headers['x-forwarded-for'];
     if (forwarded !== undefined) {
       const hops = (Array.isArray(forwarded) ? forwarded.join(',') : forwarded).split(',');

@@ -1,4 +1,4 @@
-export type { RateLimitCheck } from './check.js';
+export type { RateLimitCheck, RawRequest } from './check.js';
 export { createRateLimitCheck } from './check.js';
 export { clientIp } from './client-ip.js';
 export {
@@ -22,6 +22,8 @@ export type {
   RateLimitHook,
 } from './fastify.js';
 export { fastifyRateLimit } from './fastify.js';
+export type { FetchRateLimit, FetchRateLimitOptions, FetchRateLimitResult } from './fetch.js';
+export { fetchRateLimit } from './fetch.js';
 export type {
   PolicyItem,
   RateLimitHeaderOptions,

@@ -1,14 +1,26 @@
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { createAdaptorServer, type HttpBindings } from '@hono/node-server';
+import { getConnInfo } from '@hono/node-server/conninfo';
 import {
   createRateLimit,
   expressRateLimit,
   type FastifyRequestLike,
+  type FetchRateLimitOptions,
   fastifyRateLimit,
+  fetchRateLimit,
   type RateLimitOptions,
 } from '@tiered-limiter/http';
 import express5 from 'express';
 import express4 from 'express4';
 import Fastify from 'fastify';
+import { type Context, Hono } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { type Listening, listen } from './helpers.js';
 
 /** Options as the contract writes them: functions of the request read its headers only. */
@@ -27,6 +39,19 @@ export interface Adapter {
   make(options: ContractOptions): unknown;
   /** Starts the app on a loopback port. */
   start(options: ContractOptions, extra?: { customHandler?: boolean }): Promise<App>;
+  /**
+   * The status the server answers a path with a backslash in it before any app code runs, or
+   * `undefined` when it routes such a path (and the middleware must limit it as the route).
+   */
+  readonly refusesBackslash?: number;
+  /**
+   * Whether a pipelined request whose response waits in Node's queue behind another's is seen as
+   * failed when its client leaves. Node's own adapters watch the request's socket. A Fetch adapter
+   * sees the `Request`'s signal and its own `finish` only: @hono/node-server aborts the signal when
+   * the response closes, and a queued response never does, so the request counts by the status
+   * its handler answered.
+   */
+  readonly seesQueuedClientLeave: boolean;
 }
 
 /** A running app of the contract. */
@@ -73,9 +98,11 @@ interface Framework<Options extends { handler?: unknown }, Middleware> {
 /** The contract's `Adapter` for a framework: the handled count and closing the app are the same for all. */
 function adapter<Options extends { handler?: unknown }, Middleware>(
   framework: Framework<Options, Middleware>,
+  traits: Pick<Adapter, 'refusesBackslash' | 'seesQueuedClientLeave'> = { seesQueuedClientLeave: true },
 ): Adapter {
   const { name, limit, customHandler, serve } = framework;
   return {
+    ...traits,
     name,
     make: (options) => limit(options as unknown as Options),
     async start(options, extra) {
@@ -190,10 +217,67 @@ const fastifyAdapter = adapter({
   },
 });
 
+/**
+ * The contract's options for a Fetch adapter: its functions read `req.headers[name]` of Node's
+ * message, so each is handed the `Request`'s headers as a plain record. The `Request` itself still
+ * reaches `fetchRateLimit`, which is what the contract tests.
+ */
+function onFetchRequests(options: FetchRateLimitOptions): FetchRateLimitOptions {
+  type AsNode = (req: { headers: Record<string, string> }, ...rest: unknown[]) => unknown;
+  const viaHeaders = (fn: unknown) =>
+    typeof fn === 'function'
+      ? (request: Request, ...rest: unknown[]) =>
+          (fn as AsNode)({ headers: Object.fromEntries(request.headers) }, ...rest)
+      : fn;
+  // What is no options object goes as it is: the option checks name it.
+  if (options === null || typeof options !== 'object') return options;
+  const wrapped: Record<string, unknown> = { ...options };
+  for (const name of ['key', 'cost', 'skip', 'limit', 'message', 'onExceeded']) {
+    if (name in options) wrapped[name] = viaHeaders(wrapped[name]);
+  }
+  return wrapped as FetchRateLimitOptions;
+}
+
+/** Hono on `@hono/node-server`: the Fetch adapter, as a Hono middleware written the way its TSDoc shows. */
+const honoAdapter = adapter(
+  {
+    name: 'hono (fetch)',
+    limit: (options: FetchRateLimitOptions) => fetchRateLimit(onFetchRequests(options)),
+    customHandler: (_request, denial) =>
+      new Response(`${CUSTOM.body} ${denial.status}`, { status: CUSTOM.status }),
+    serve: async (rateLimit, handle, stall) => {
+      const app = new Hono<{ Bindings: HttpBindings }>();
+      app.use(async (c, next) => {
+        const limited = await rateLimit(c.req.raw, getConnInfo(c).remote.address);
+        if (limited.response) return limited.response;
+        await next();
+        c.res = limited.finish(c.res);
+      });
+      app.onError((error, c) => c.text(error.message, 500));
+      const answer = (c: Context) => {
+        handle();
+        const rateLimit = (c.req.raw as { rateLimit?: unknown }).rateLimit ?? null;
+        return c.json({ rateLimit }, statusOf(c.req.path) as ContentfulStatusCode);
+      };
+      for (const path of GET_PATHS) app.get(path, answer);
+      app.post('/login', answer);
+      // Never answers: the client's leaving aborts the request's signal.
+      app.get('/stall', (c) => {
+        stall(c.env.outgoing as ServerResponse);
+        return new Promise<Response>(() => {});
+      });
+      return listen(createAdaptorServer({ fetch: app.fetch }) as Server);
+    },
+  },
+  // @hono/node-server answers 400 to a path with a backslash ("Backslash in request path").
+  { refusesBackslash: 400, seesQueuedClientLeave: false },
+);
+
 /** Every adapter the contract runs against. */
 export const ADAPTERS: readonly Adapter[] = [
   nodeAdapter,
   expressAdapter('express 4', express4 as unknown as typeof express5),
   expressAdapter('express 5', express5),
   fastifyAdapter,
+  honoAdapter,
 ];

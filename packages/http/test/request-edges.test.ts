@@ -77,8 +77,14 @@ describe.each(ADAPTERS)('requests at the edges, $name', (adapter) => {
 
   it('a backslash meets the limit of the path it spells with a slash', async () => {
     const { url } = await adapter.start({ routes: { 'POST /login': oneLoginAMinute() } } as ContractOptions);
-    // Express sends a target with a `#` through url.parse, which reads `\\` as `/`: `/login/`.
-    expect(await statusesOf(url, 'POST', ['/login', '/login\\#x', '/LOGIN\\'])).toEqual([200, 429, 429]);
+    // Express sends a target with a `#` through url.parse, which reads `\\` as `/`: `/login/`. A
+    // server that refuses such a path before the app answers its own status, and the route never runs.
+    const refused = adapter.refusesBackslash ?? 429;
+    expect(await statusesOf(url, 'POST', ['/login', '/login\\#x', '/LOGIN\\'])).toEqual([
+      200,
+      refused,
+      refused,
+    ]);
   });
 
   it('a client gone before its decision came: skipFailedRequests gives its tokens back', async () => {
@@ -118,12 +124,11 @@ describe.each(ADAPTERS)('requests at the edges, $name', (adapter) => {
       await sleep(10);
       tokens = await tokensIn(store, '127.0.0.1', [API]);
     }
-    expect(tokens).toBe(3);
-    // Once each: the request's close and its response's, both seen, give back once.
-    expect(reward.mock.calls).toEqual([
-      ['127.0.0.1', 1],
-      ['127.0.0.1', 1],
-    ]);
+    // /stall's token comes back; /items's too where the adapter sees its client leave (see
+    // `seesQueuedClientLeave`), and once only: the request's close and its response's, both seen.
+    const back = adapter.seesQueuedClientLeave ? 2 : 1;
+    expect(tokens).toBe(1 + back);
+    expect(reward.mock.calls).toEqual(Array.from({ length: back }, () => ['127.0.0.1', 1]));
   });
 
   it('a pipelined request whose client left before either decision came: skipFailedRequests gives both back', async () => {
@@ -131,8 +136,8 @@ describe.each(ADAPTERS)('requests at the edges, $name', (adapter) => {
     const limiter = new RequestLimiter({ store, limits: API, failurePolicy: 'open', timeoutMs: 5000 });
     closers.push(() => limiter.close());
     const reward = vi.spyOn(limiter, 'reward');
-    const { url } = await adapter.start({ limiter, skipFailedRequests: true } as ContractOptions);
-    const { hostname, port } = new URL(url);
+    const app = await adapter.start({ limiter, skipFailedRequests: true } as ContractOptions);
+    const { hostname, port } = new URL(app.url);
     const socket = connect(Number(port), hostname, () => {
       socket.write('GET /stall HTTP/1.1\r\nHost: x\r\n\r\nGET /items HTTP/1.1\r\nHost: x\r\n\r\n');
     });
@@ -142,12 +147,12 @@ describe.each(ADAPTERS)('requests at the edges, $name', (adapter) => {
     // Both decisions land 150 ms later, admitted: /stall's on a response that closed with the
     // socket, /items's on one still queued behind it, never given the socket, whose request's
     // 'close' has been and gone.
-    await until(() => reward.mock.calls.length === 2);
-    expect(reward.mock.calls).toEqual([
-      ['127.0.0.1', 1],
-      ['127.0.0.1', 1],
-    ]);
-    expect(await tokensIn(store, '127.0.0.1', [API])).toBe(3);
+    const back = adapter.seesQueuedClientLeave ? 2 : 1;
+    await until(() => reward.mock.calls.length === back);
+    // Both decisions are in: /items's handler has run (its `finish` counted the 200) or its reward came.
+    await until(() => app.handled() === 2);
+    expect(reward.mock.calls).toEqual(Array.from({ length: back }, () => ['127.0.0.1', 1]));
+    expect(await tokensIn(store, '127.0.0.1', [API])).toBe(1 + back);
   });
 
   it('a limiter closed while a response runs: the refund warns, nothing throws', async () => {

@@ -41,6 +41,12 @@ describe('clientIp', () => {
     expect(clientIp(message('10.0.0.1'), 1)).toBe('10.0.0.1');
   });
 
+  it('believes a trusted proxy’s entry when the socket has no address (closed, or a Fetch request given none)', () => {
+    expect(clientIp(message(undefined, '203.0.113.9, 10.0.0.2'), 1)).toBe('10.0.0.2');
+    expect(clientIp(message(undefined, '203.0.113.9'), 0)).toBe('unknown');
+    expect(clientIp(message(undefined), 1)).toBe('unknown');
+  });
+
   it('drops the port of a forwarded hop that carries one, so a client has one key', () => {
     expect(clientIp(message('10.0.0.1', '192.0.2.9:1234'), 1)).toBe('192.0.2.9');
     expect(clientIp(message('10.0.0.1', '[2001:db8:2::1]:443'), 1)).toBe('2001:db8:2::1');
