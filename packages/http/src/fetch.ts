@@ -78,6 +78,16 @@ const NOT_LIMITED: FetchRateLimitResult = Object.freeze({
 export function fetchRateLimit(options: FetchRateLimitOptions): FetchRateLimit {
   const handler = handlerOption(options, 'a function (request, denial) that returns a Response');
   const check = buildCheck(options, { options: ['handler'] });
+  // The decision goes on the `Request` as a property: one that shadows `json`, `signal` or `clone`
+  // would break the app's own use of the request, so such a name is refused here, as `headers` is.
+  const property = options.requestPropertyName;
+  if (typeof property === 'string' && property in Request.prototype) {
+    throw new ConfigError(
+      'requestPropertyName',
+      property,
+      'a property name a Fetch `Request` does not have (it has json, signal, clone, …), or false',
+    );
+  }
   const owner = {};
   return async (request, clientAddress) => {
     const outcome = await check(request, rawOf(request, clientAddress));

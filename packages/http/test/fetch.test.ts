@@ -147,10 +147,16 @@ describe('fetchRateLimit', () => {
     expect(response!.headers.get('ratelimit-policy')).toBe('"api";q=3;w=3');
   });
 
-  it('refuses a handler that is not a function when made, and one that answers no Response when it runs', async () => {
+  it('refuses a handler that is not a function and a request property a Request has when made, and a handler that answers no Response when it runs', async () => {
     const { limiter } = limiterOnFakeClock();
     expect(() => fetchRateLimit({ limiter, handler: 'nope' as never })).toThrow(ConfigError);
     expect(() => fetchRateLimit({ limiter, windowMs: 60_000 } as never)).toThrow(/windowMs/);
+    for (const name of ['json', 'signal', 'clone', 'bodyUsed'])
+      expect(() => fetchRateLimit({ limiter, requestPropertyName: name }), name).toThrow(
+        /requestPropertyName/,
+      );
+    const named = await fetchRateLimit({ limiter, requestPropertyName: 'limits' })(get(), '192.0.2.2');
+    expect(named.decision).toMatchObject({ key: '192.0.2.2', remaining: 2 });
     const rateLimit = fetchRateLimit({ limiter, handler: (() => 'denied') as never });
     for (let i = 0; i < 3; i++) await rateLimit(get(), '192.0.2.1');
     await expect(rateLimit(get(), '192.0.2.1')).rejects.toThrow(/`handler`[\s\S]*"denied"/);
