@@ -47,6 +47,7 @@ const READMES: readonly Readme[] = [
       'migrate-express-rate-limit',
       'migrate-fastify-rate-limit',
       'migrate-rate-limiter-flexible',
+      'migrate-upstash-ratelimit',
     ],
     sketches: [
       'expressRateLimit({ limiter: login, skipSuccessfulRequests: true }); // only failed logins count',
