@@ -89,10 +89,13 @@ export function fetchRateLimit(options: FetchRateLimitOptions): FetchRateLimit {
     );
   }
   const owner = {};
+  // Only the default key files a request without an address under "unknown"; a `key` of the
+  // caller's that answers "unknown" means it.
+  const defaultKey = options.key === undefined;
   return async (request, clientAddress) => {
     const outcome = await check(request, rawOf(request, clientAddress));
     if (outcome === undefined) return NOT_LIMITED;
-    if (clientAddress === undefined && outcome.decision.key === UNKNOWN_CLIENT_KEY) {
+    if (defaultKey && clientAddress === undefined && outcome.decision.key === UNKNOWN_CLIENT_KEY) {
       warnOnce(
         owner,
         'TL_HTTP_NO_CLIENT_ADDRESS',

@@ -49,6 +49,11 @@ describe('fetchRateLimit', () => {
     expect(anonymous.map((r) => r.decision?.key)).toEqual(['unknown', 'unknown', 'unknown', 'unknown']);
     expect(anonymous.map((r) => r.allowed)).toEqual([true, true, true, false]);
     expect(warnings).toEqual(['TL_HTTP_NO_CLIENT_ADDRESS']);
+    // A key of the caller's own that answers "unknown" is no missing address.
+    warnings.length = 0;
+    const keyed = fetchRateLimit({ limiter, key: () => 'unknown' });
+    expect((await keyed(get())).decision?.key).toBe('unknown');
+    expect(warnings).toEqual([]);
   });
 
   it('reads the trusted proxy’s X-Forwarded-For entry with no address from the server, and never the client’s own', async () => {
