@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { ConfigError, type Decision } from '@tiered-limiter/core';
 import { clientIp } from './client-ip.js';
 import { rateLimitHeaders } from './headers.js';
@@ -6,29 +6,10 @@ import { ipKey } from './ip.js';
 import type { LimiterEntry } from './limiter-source.js';
 import type { RateLimitInfo, RateLimitOptions, RateLimitOutcome } from './options.js';
 import { type DenialBody, denialBody } from './problem.js';
+import type { RawRequest } from './raw-request.js';
 import { wholeSeconds } from './seconds.js';
 import { type ResolvedRoute, settingsOf } from './settings.js';
 import { warnOnce } from './warn.js';
-
-/**
- * What the check reads of a request beside the framework's own object: the method and path the
- * route table matches, `X-Forwarded-For`, and the socket's peer address for the default key.
- * Node's `IncomingMessage` is one (the same object for Node `http` and Express; Fastify's
- * `request.raw`); `fetchRateLimit` makes one from a Fetch `Request`.
- */
-export interface RawRequest {
-  /** The request method (`GET`): a route named `GET /path` also counts `HEAD`. */
-  readonly method?: string | undefined;
-  /** The path and query as sent (`/items?page=2`). */
-  readonly url?: string | undefined;
-  /** The request headers by lower-case name: `x-forwarded-for` is the one read. */
-  readonly headers: IncomingHttpHeaders;
-  /** The connection: its peer's address is the client's, unless `trustProxy` says otherwise. */
-  readonly socket: {
-    /** The peer's IP address; `undefined` once the socket closed, or when the server gave none. */
-    readonly remoteAddress?: string | undefined;
-  };
-}
 
 /**
  * Checks one request. `req` is what `key`, `cost`, `skip` and `limit` are given; `raw` is what

@@ -1,6 +1,6 @@
 import { ArgumentError } from '@tiered-limiter/core';
-import type { RawRequest } from './check.js';
 import { UNKNOWN_CLIENT_KEY } from './defaults.js';
+import type { RawRequest } from './raw-request.js';
 
 const MAPPED_V4 = /^::ffff:(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})$/i;
 /**

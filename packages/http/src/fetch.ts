@@ -1,9 +1,10 @@
 import { ConfigError } from '@tiered-limiter/core';
-import { buildCheck, type RawRequest } from './check.js';
+import { buildCheck } from './check.js';
 import { UNKNOWN_CLIENT_KEY } from './defaults.js';
 import { handlerOption } from './handler.js';
 import type { RateLimitHeaders } from './headers.js';
 import type { RateLimitAllowed, RateLimitDenied, RateLimitInfo, RateLimitOptions } from './options.js';
+import type { RawRequest } from './raw-request.js';
 import { warnOnce } from './warn.js';
 
 /** Options of `fetchRateLimit`: the common ones, and a `handler` that answers a denial with a `Response`. */

@@ -1,4 +1,4 @@
-export type { RateLimitCheck, RawRequest } from './check.js';
+export type { RateLimitCheck } from './check.js';
 export { createRateLimitCheck } from './check.js';
 export { clientIp } from './client-ip.js';
 export {
@@ -46,5 +46,6 @@ export type {
 } from './options.js';
 export type { Denial, ProblemDocument, ProblemOption } from './problem.js';
 export { defaultProblem } from './problem.js';
+export type { RawRequest } from './raw-request.js';
 export { writeOutcome } from './respond.js';
 export type { RouteLimit, RouteLimits } from './routes.js';
