@@ -111,7 +111,7 @@ export function fetchRateLimit(options: FetchRateLimitOptions): FetchRateLimit {
         response: undefined,
         decision: outcome.decision,
         headers: outcome.headers,
-        finish: finisher(outcome, request.signal),
+        finish: finisher(outcome, request),
       };
     }
     const response =
@@ -144,18 +144,24 @@ function rawOf(request: Request, clientAddress: string | undefined): RawRequest 
   };
 }
 
-/** `finish` of an admission: the headers, and the request counted once, by status or by the client leaving. */
-function finisher(outcome: RateLimitAllowed, signal: AbortSignal): (response: Response) => Response {
+/**
+ * `finish` of an admission: the headers, and the request counted once, by status or by the client
+ * leaving. The request's `signal` is read only when a skip option needs to know: reading it at all
+ * makes `Deno.serve` warn, once a process, that it aborts the signal after a successful response.
+ */
+function finisher(outcome: RateLimitAllowed, request: Request): (response: Response) => Response {
   const settle = outcome.settle;
-  let settled = settle === undefined;
-  const settleOnce = (succeeded: boolean) => {
-    if (settled) return;
-    settled = true;
-    signal.removeEventListener('abort', onAbort);
-    settle!(succeeded);
-  };
-  const onAbort = () => settleOnce(false);
-  if (!settled) {
+  let settleOnce: (succeeded: boolean) => void = () => {};
+  if (settle !== undefined) {
+    const signal = request.signal;
+    let settled = false;
+    const onAbort = () => settleOnce(false);
+    settleOnce = (succeeded) => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener('abort', onAbort);
+      settle(succeeded);
+    };
     if (signal.aborted) settleOnce(false);
     else signal.addEventListener('abort', onAbort, { once: true });
   }

@@ -133,6 +133,35 @@ describe('fetchRateLimit', () => {
     await vi.waitFor(async () => expect(await tokensIn(store, '192.0.2.1', [api])).toBe(2));
   });
 
+  // Deno.serve warns once a process, to stderr, when a handler has read `request.signal`: it
+  // aborts the signal after a successful response (test/runtimes.test.ts runs it on Deno).
+  it('reads the request’s signal only when a skip option counts by outcome', async () => {
+    const { limiter } = limiterOnFakeClock();
+    const watched = () => {
+      const request = get();
+      const reads = { count: 0 };
+      const { signal } = request;
+      Object.defineProperty(request, 'signal', {
+        get: () => {
+          reads.count++;
+          return signal;
+        },
+      });
+      return { request, reads };
+    };
+    for (const [options, expected] of [
+      [{}, 0],
+      [{ skipFailedRequests: true }, 1],
+      [{ skipSuccessfulRequests: true }, 1],
+    ] as const) {
+      const rateLimit = fetchRateLimit({ limiter, ...options });
+      const { request, reads } = watched();
+      const result = await rateLimit(request, '192.0.2.9');
+      result.finish(new Response('ok'));
+      expect([result.allowed, reads.count], JSON.stringify(options)).toEqual([true, expected]);
+    }
+  });
+
   it('takes the handler’s Response, adding the rate-limit headers it did not set', async () => {
     const { limiter } = limiterOnFakeClock();
     const rateLimit = fetchRateLimit({
