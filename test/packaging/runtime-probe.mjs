@@ -25,6 +25,16 @@ const prefix = process.env.TL_PREFIX;
 // about the runtime, not the failure policy (a decision by it would fail them).
 const TIMEOUT_MS = 1000;
 
+/** A Redis limiter's options on `client`, under a prefix of this run and `name`, with `more` over them. */
+const onRedis = (client, name, limits, more = {}) => ({
+  redis: client,
+  prefix: `${prefix}-${name}`,
+  limits,
+  failurePolicy: 'closed',
+  timeoutMs: TIMEOUT_MS,
+  ...more,
+});
+
 const connect = async () => {
   const client = new Redis(redisUrl, recommendedRedisOptions);
   await new Promise((resolve, reject) => {
@@ -47,13 +57,9 @@ const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve));
 async function hotPathOnTheClockThread(client) {
   const capacity = 100;
   const perSec = 200;
-  const limiter = createTieredLimiter({
-    redis: client,
-    prefix: `${prefix}-hot`,
-    limits: perSecond(perSec, { burst: capacity, name: 'hot' }),
-    failurePolicy: 'closed',
-    timeoutMs: TIMEOUT_MS,
-  });
+  const limiter = createTieredLimiter(
+    onRedis(client, 'hot', perSecond(perSec, { burst: capacity, name: 'hot' })),
+  );
   let admitted = 0;
   let decisions = 0;
   let onThread = false;
@@ -93,13 +99,7 @@ async function hotPathOnTheClockThread(client) {
  */
 async function closeHandsBack(client) {
   const limits = perMinute(1, { burst: 1000, name: 'back' });
-  const options = {
-    redis: client,
-    prefix: `${prefix}-back`,
-    limits,
-    failurePolicy: 'closed',
-    timeoutMs: TIMEOUT_MS,
-  };
+  const options = onRedis(client, 'back', limits);
   const tiered = createTieredLimiter({ ...options, lease: { minBatch: 10 } });
   const reader = createRedisLimiter(options);
   try {
@@ -136,13 +136,7 @@ async function otherClients() {
       ['node-redis', nodeRedis],
       ['iovalkey', valkey],
     ]) {
-      const limiter = createTieredLimiter({
-        redis: client,
-        prefix: `${prefix}-${name}`,
-        limits: perMinute(1, { burst: 3, name: 'clients' }),
-        failurePolicy: 'closed',
-        timeoutMs: TIMEOUT_MS,
-      });
+      const limiter = createTieredLimiter(onRedis(client, name, perMinute(1, { burst: 3, name: 'clients' })));
       try {
         const decisions = [];
         for (let i = 0; i < 4; i++) decisions.push(limiter.tryConsume('k') ?? (await limiter.consume('k')));
@@ -174,28 +168,13 @@ async function otherClients() {
  */
 async function pausedRedisWithinTimeout(client) {
   const limits = perSecond(10, { name: 'paused' });
+  // The default timeout, 20 ms: `undefined` counts as absent.
+  const policy = (failurePolicy, more = {}) =>
+    onRedis(client, failurePolicy, limits, { failurePolicy, timeoutMs: undefined, ...more });
   const made = [
-    [
-      'closed',
-      createRedisLimiter({ redis: client, prefix: `${prefix}-p1`, limits, failurePolicy: 'closed' }),
-      false,
-    ],
-    [
-      'open',
-      createTieredLimiter({ redis: client, prefix: `${prefix}-p2`, limits, failurePolicy: 'open' }),
-      true,
-    ],
-    [
-      'local',
-      createTieredLimiter({
-        redis: client,
-        prefix: `${prefix}-p3`,
-        limits,
-        failurePolicy: 'local',
-        instances: 2,
-      }),
-      true,
-    ],
+    ['closed', createRedisLimiter(policy('closed')), false],
+    ['open', createTieredLimiter(policy('open')), true],
+    ['local', createTieredLimiter(policy('local', { instances: 2 })), true],
   ];
   try {
     for (const [policy, limiter] of made) {
@@ -235,13 +214,7 @@ async function pausedRedisWithinTimeout(client) {
  * headers and answers the third with a 429 problem document and `Retry-After`.
  */
 async function fetchAdapterOnNativeServer(client) {
-  const limiter = createRedisLimiter({
-    redis: client,
-    prefix: `${prefix}-http`,
-    limits: perMinute(2, { name: 'http' }),
-    failurePolicy: 'closed',
-    timeoutMs: TIMEOUT_MS,
-  });
+  const limiter = createRedisLimiter(onRedis(client, 'http', perMinute(2, { name: 'http' })));
   const rateLimit = fetchRateLimit({ limiter });
   const keys = [];
   const handle = async (request, address) => {
@@ -278,13 +251,7 @@ async function fetchAdapterOnNativeServer(client) {
  * response is sent (`Deno.serve` does, and says so on stderr: this check runs in a process apart).
  */
 async function fetchCountsByOutcome(client) {
-  const limiter = createRedisLimiter({
-    redis: client,
-    prefix: `${prefix}-outcome`,
-    limits: perMinute(3, { name: 'outcome' }),
-    failurePolicy: 'closed',
-    timeoutMs: TIMEOUT_MS,
-  });
+  const limiter = createRedisLimiter(onRedis(client, 'outcome', perMinute(3, { name: 'outcome' })));
   const rateLimit = fetchRateLimit({ limiter, skipFailedRequests: true });
   const handle = async (request, address) => {
     const result = await rateLimit(request, address);
