@@ -27,7 +27,17 @@ const READMES: readonly Readme[] = [
   {
     file: url('../README.md'),
     dir: url('./.readme-examples/'),
-    names: ['tiered', 'per-request', 'multi-limit', 'local', 'node-redis', 'prometheus', 'otel', 'shutdown'],
+    names: [
+      'tiered',
+      'per-request',
+      'multi-limit',
+      'local',
+      'node-redis',
+      'prometheus',
+      'otel',
+      'shutdown',
+      'from-bucket4j',
+    ],
     sketches: ["import { StoreReplyError } from '@tiered-limiter/core';"],
   },
   {
