@@ -17,8 +17,8 @@ import {
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-// fetchRateLimit inside a real Next.js app (test/nextjs-app: an App Router route handler on the
-// Node.js runtime, a Redis limiter of 3 a minute), built with `next build` and served by `next
+// fetchRateLimit inside a real Next.js app (test/nextjs-app: an App Router route handler and the
+// proxy, the middleware of Next.js 16, on the Node.js runtime, Redis limiters), built with `next build` and served by `next
 // start` as a deployment serves it, from the built packages. What only Next.js can tell: its
 // bundler takes the packages, its server hands the handler a `Request` whose client address is in
 // `X-Forwarded-For`, and the handler's `Response.json` takes the headers.
@@ -95,7 +95,7 @@ async function get(path: string, forwardedFor?: string): Promise<Reply> {
   };
 }
 
-describe('fetchRateLimit in a Next.js route handler (next build, next start)', () => {
+describe('fetchRateLimit in a Next.js app (next build, next start)', () => {
   it('keys each client by the X-Forwarded-For address a proxy appended, by Redis from the first request, and answers the fourth with a 429 problem document', async () => {
     const first = await get('/api/items', '203.0.113.7');
     // The fixture waits for the connection on its first request: Redis decides it, not the policy.
@@ -127,7 +127,7 @@ describe('fetchRateLimit in a Next.js route handler (next build, next start)', (
     const address = '192.0.2.77';
     const reader = createRedisLimiter({
       redis: client,
-      prefix,
+      prefix: `${prefix}-items`,
       limits: perMinute(3, { name: 'items' }),
       failurePolicy: 'closed',
       timeoutMs: 1000,
@@ -148,5 +148,16 @@ describe('fetchRateLimit in a Next.js route handler (next build, next start)', (
     } finally {
       await reader.close();
     }
+  });
+
+  it('limits in the proxy (middleware) before the route runs: its headers reach the route’s response, and the third request is a 429', async () => {
+    const replies = [];
+    for (let i = 0; i < 3; i++) replies.push(await get('/api/guarded', '203.0.113.50'));
+    expect(replies.map((reply) => reply.status)).toEqual([200, 200, 429]);
+    expect(replies[0]!.body).toEqual({ guarded: true });
+    expect(replies[0]!.headers['ratelimit-policy']).toBe('"guarded";q=2;w=60');
+    expect(replies[1]!.headers.ratelimit).toMatch(/^"guarded";r=0;t=\d+$/);
+    expect(replies[2]!.headers['content-type']).toBe('application/problem+json');
+    expect(await get('/api/guarded', '198.51.100.50')).toMatchObject({ status: 200 });
   });
 });
