@@ -52,6 +52,13 @@ export interface Adapter {
    * its handler answered.
    */
   readonly seesQueuedClientLeave: boolean;
+  /**
+   * Whether a pipelined request queued behind another is seen as failed when its client left before
+   * either decision came. Node's own adapters watch the socket. @hono/node-server on Node.js 24 and
+   * 26 has aborted the queued request's signal by the time its decision lands, so `finish` counts
+   * it as failed; on Node.js 20 and 22 it has not, and the request counts by its handler's status.
+   */
+  readonly seesQueuedLeaveBeforeDecision: boolean;
 }
 
 /** A running app of the contract. */
@@ -98,7 +105,10 @@ interface Framework<Options extends { handler?: unknown }, Middleware> {
 /** The contract's `Adapter` for a framework: the handled count and closing the app are the same for all. */
 function adapter<Options extends { handler?: unknown }, Middleware>(
   framework: Framework<Options, Middleware>,
-  traits: Pick<Adapter, 'refusesBackslash' | 'seesQueuedClientLeave'> = { seesQueuedClientLeave: true },
+  traits: Pick<Adapter, 'refusesBackslash' | 'seesQueuedClientLeave' | 'seesQueuedLeaveBeforeDecision'> = {
+    seesQueuedClientLeave: true,
+    seesQueuedLeaveBeforeDecision: true,
+  },
 ): Adapter {
   const { name, limit, customHandler, serve } = framework;
   return {
@@ -270,7 +280,11 @@ const honoAdapter = adapter(
     },
   },
   // @hono/node-server answers 400 to a path with a backslash ("Backslash in request path").
-  { refusesBackslash: 400, seesQueuedClientLeave: false },
+  {
+    refusesBackslash: 400,
+    seesQueuedClientLeave: false,
+    seesQueuedLeaveBeforeDecision: Number(process.versions.node.split('.')[0]) >= 24,
+  },
 );
 
 /** Every adapter the contract runs against. */

@@ -146,8 +146,8 @@ describe.each(ADAPTERS)('requests at the edges, $name', (adapter) => {
     socket.destroy();
     // Both decisions land 150 ms later, admitted: /stall's on a response that closed with the
     // socket, /items's on one still queued behind it, never given the socket, whose request's
-    // 'close' has been and gone.
-    const back = adapter.seesQueuedClientLeave ? 2 : 1;
+    // 'close' has been and gone (see `seesQueuedLeaveBeforeDecision`).
+    const back = adapter.seesQueuedLeaveBeforeDecision ? 2 : 1;
     await until(() => reward.mock.calls.length === back);
     // Both decisions are in: /items's handler has run (its `finish` counted the 200) or its reward came.
     await until(() => app.handled() === 2);
