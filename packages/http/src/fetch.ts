@@ -150,24 +150,22 @@ function rawOf(request: Request, clientAddress: string | undefined): RawRequest 
  * makes `Deno.serve` warn, once a process, that it aborts the signal after a successful response.
  */
 function finisher(outcome: RateLimitAllowed, request: Request): (response: Response) => Response {
-  const settle = outcome.settle;
-  let settleOnce: (succeeded: boolean) => void = () => {};
-  if (settle !== undefined) {
-    const signal = request.signal;
-    let settled = false;
-    const onAbort = () => settleOnce(false);
-    settleOnce = (succeeded) => {
-      if (settled) return;
-      settled = true;
-      signal.removeEventListener('abort', onAbort);
-      settle(succeeded);
-    };
-    if (signal.aborted) settleOnce(false);
-    else signal.addEventListener('abort', onAbort, { once: true });
-  }
+  const { settle, headers } = outcome;
+  if (settle === undefined) return (response) => withHeaders(response, headers, true);
+  const signal = request.signal;
+  let settled = false;
+  const settleOnce = (succeeded: boolean) => {
+    if (settled) return;
+    settled = true;
+    signal.removeEventListener('abort', onAbort);
+    settle(succeeded);
+  };
+  const onAbort = () => settleOnce(false);
+  if (signal.aborted) settleOnce(false);
+  else signal.addEventListener('abort', onAbort, { once: true });
   return (response) => {
     settleOnce(response.status < 400);
-    return withHeaders(response, outcome.headers, true);
+    return withHeaders(response, headers, true);
   };
 }
 
